@@ -1,0 +1,1 @@
+"""margin prompts: one plain-text template per agent role."""

@@ -1,0 +1,99 @@
+"""The `margin` command: check manuscripts in a terminal or CI, or serve the language server."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from margin.workflows.manuscript.loader import ManuscriptLoader
+from margin.workflows.manuscript.model import Manuscript
+from margin.workflows.manuscript.source import UnreadableFile
+from margin.workflows.manuscript.sources import SourceProvider
+from margin.workflows.readability import ReadabilityCache
+
+from . import __version__
+from .render import CheckedParagraph, as_json, as_text, check
+from .settings import DEFAULTS, parse_settings
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="margin",
+        description="A careful scientific reviewer and a science journalist for your manuscript.",
+    )
+    parser.add_argument("--version", action="version", version=f"margin {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check_command = commands.add_parser("check", help="readability of every paragraph, no model needed")
+    check_command.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help=".tex/.md file or content/ folder"
+    )
+    check_command.add_argument("--format", choices=("text", "json"), default="text")
+    check_command.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="Flesch-Kincaid grade above which a paragraph is flagged",
+    )
+
+    serve = commands.add_parser("serve", help="run the language server (stdio unless --tcp)")
+    serve.add_argument("--tcp", action="store_true", help="listen on 127.0.0.1 instead of stdio")
+    serve.add_argument("--port", type=int, default=2087)
+    serve.add_argument(
+        "--stdio", action="store_true", help="accepted for editors that pass it; stdio is the default"
+    )
+    return parser
+
+
+def _check(arguments: argparse.Namespace) -> int:
+    settings = DEFAULTS
+    if arguments.threshold is not None:
+        settings, problems = parse_settings({"readability.threshold": arguments.threshold})
+        for problem in problems:
+            print(f"margin: {problem}", file=sys.stderr)
+    loader = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes))
+    scores = ReadabilityCache()
+    results: list[tuple[Manuscript, list[CheckedParagraph]]] = []
+    errors: list[str] = []
+    for path in arguments.files:
+        try:
+            manuscript, warnings = loader.load_path(path)
+        except UnreadableFile as error:
+            errors.append(str(error))
+            print(f"margin: {error}", file=sys.stderr)
+            continue
+        for warning in warnings:
+            print(f"margin: {warning}", file=sys.stderr)
+        results.append((manuscript, check(manuscript, settings, scores)))
+    if arguments.format == "json":
+        print(as_json(results, errors))
+    else:
+        print("\n\n".join(as_text(manuscript, items, settings) for manuscript, items in results))
+    return EXIT_UNREADABLE if errors else EXIT_OK
+
+
+def _serve(arguments: argparse.Namespace) -> int:
+    from .lsp import serve_stdio, serve_tcp  # the server's imports are not needed for `margin check`
+
+    if arguments.tcp:
+        serve_tcp(arguments.port)
+    else:
+        serve_stdio()
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        arguments = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    if arguments.command == "check":
+        return _check(arguments)
+    if arguments.command == "serve":
+        return _serve(arguments)
+    parser.print_usage(sys.stderr)
+    return EXIT_USAGE

@@ -1,0 +1,108 @@
+"""Maps the editor's open documents to manuscripts, re-using the parsers' caches across keystrokes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from margin.workflows.manuscript.loader import ManuscriptLoader, manuscript_format
+from margin.workflows.manuscript.model import Manuscript
+from margin.workflows.manuscript.source import SourceFile, normalize_uri
+from margin.workflows.manuscript.sources import SourceProvider
+
+_BINARY_SNIFF = 8192
+
+
+class NotAnalysable(Exception):
+    """A document margin will not analyse (binary, too large); the message says why, for the user."""
+
+
+class DocumentIndex:
+    """Open documents by normalized URI, as SourceFiles built once per version."""
+
+    def __init__(self, text_of: Callable[[str], tuple[str, int | None] | None]) -> None:
+        self._text_of = text_of
+        self._sources: dict[str, SourceFile] = {}
+        self._uris: dict[str, str] = {}
+
+    def opened(self, uri: str) -> None:
+        self._uris[normalize_uri(uri)] = uri
+
+    def closed(self, uri: str) -> None:
+        key = normalize_uri(uri)
+        self._uris.pop(key, None)
+        self._sources.pop(key, None)
+
+    def get(self, uri: str) -> SourceFile | None:
+        key = normalize_uri(uri)
+        editor_uri = self._uris.get(key)
+        if editor_uri is None:
+            return None
+        current = self._text_of(editor_uri)
+        if current is None:
+            return None
+        text, version = current
+        cached = self._sources.get(key)
+        if cached is not None and cached.version == version and cached.text is text:
+            return cached
+        source = SourceFile(uri=editor_uri, text=text, version=version)
+        self._sources[key] = source
+        return source
+
+    def uris(self) -> list[str]:
+        return list(self._uris.values())
+
+
+class Analyzer:
+    """Turns a document into the manuscript it belongs to. Thread-safe: large files are parsed off the loop."""
+
+    def __init__(self, documents: DocumentIndex, max_bytes: int) -> None:
+        self.documents = documents
+        self.provider = SourceProvider(open_documents=documents.get, max_bytes=max_bytes)
+        self.loader = ManuscriptLoader(self.provider)
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._latest: dict[str, tuple[int, Manuscript]] = {}
+
+    @property
+    def max_bytes(self) -> int:
+        return self.provider.max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self.provider.max_bytes = value
+
+    def changed(self) -> None:
+        """Any document changed: manuscripts computed before are stale."""
+        with self._lock:
+            self._generation += 1
+
+    def check(self, source: SourceFile) -> None:
+        if len(source.text) > self.max_bytes:
+            size = len(source.text.encode("utf-8", errors="replace")) / 1e6
+            raise NotAnalysable(
+                f"{source.display_name} is {size:.1f} MB; margin analyses files up to "
+                f"{self.max_bytes / 1e6:.0f} MB (setting margin.maxFileSizeMB)"
+            )
+        if "\x00" in source.text[:_BINARY_SNIFF]:
+            raise NotAnalysable(f"{source.display_name} looks like a binary file, not a manuscript")
+
+    def manuscript(self, uri: str) -> Manuscript:
+        """The manuscript of an open document, at the documents' current versions. Raises NotAnalysable."""
+        source = self.documents.get(uri)
+        if source is None:
+            raise NotAnalysable(f"{uri} is not open")
+        self.check(source)
+        with self._lock:
+            key = normalize_uri(uri)
+            cached = self._latest.get(key)
+            if cached is not None and cached[0] == self._generation:
+                return cached[1]
+            generation = self._generation
+            manuscript = self.loader.load(source, manuscript_format(source.display_name))
+            self._latest[key] = (generation, manuscript)
+            return manuscript
+
+    def forget(self, uri: str) -> None:
+        with self._lock:
+            self._latest.pop(normalize_uri(uri), None)

@@ -1,0 +1,276 @@
+"""The language server: documents in, diagnostics and hovers out. Thin by design; the work is in workflows."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from lsprotocol import types
+from margin.workflows import readability
+from margin.workflows.manuscript.model import Manuscript
+from margin.workflows.manuscript.source import Position, normalize_uri
+from margin.workflows.readability import ReadabilityCache
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from . import __version__, logs
+from .diagnostics import document_diagnostics, hover_markdown
+from .documents import Analyzer, DocumentIndex, NotAnalysable
+from .settings import DEFAULTS, SECTION, Settings, parse_settings
+
+log = logging.getLogger(f"{logs.LOGGER_NAME}.lsp")
+
+# Above this size a document is parsed in a worker thread so the event loop keeps answering the editor.
+_INLINE_PARSE_LIMIT = 512 * 1024
+_LOG_TYPES = {
+    logging.ERROR: types.MessageType.Error,
+    logging.WARNING: types.MessageType.Warning,
+    logging.INFO: types.MessageType.Info,
+    logging.DEBUG: types.MessageType.Log,
+}
+
+
+class MarginProtocol(LanguageServerProtocol):
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):  # type: ignore[override]
+        # margin counts positions in UTF-16, LSP's default that every client supports; without this pygls would
+        # take the client's first preference (Neovim offers UTF-8 first).
+        if params.capabilities.general is not None:
+            params.capabilities.general.position_encodings = None
+        return (yield from super().lsp_initialize(params))
+
+
+class MarginServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("margin", __version__, protocol_cls=MarginProtocol)
+        self.documents = DocumentIndex(self._document_text)
+        self.analyzer = Analyzer(self.documents, DEFAULTS.max_file_bytes)
+        self.scores = ReadabilityCache()
+        self.global_settings: Settings = DEFAULTS
+        self._document_settings: dict[str, Settings] = {}
+        self._reported: set[str] = set()
+
+    # -- client facts -------------------------------------------------------------------------------------------
+
+    def _document_text(self, uri: str) -> tuple[str, int | None] | None:
+        document = self.workspace.text_documents.get(uri)
+        if document is None:
+            return None
+        return document.source, document.version
+
+    @property
+    def client_pulls_diagnostics(self) -> bool:
+        text_document = self.client_capabilities.text_document
+        return text_document is not None and text_document.diagnostic is not None
+
+    @property
+    def client_has_configuration(self) -> bool:
+        workspace = self.client_capabilities.workspace
+        return bool(workspace is not None and workspace.configuration)
+
+    # -- messages -----------------------------------------------------------------------------------------------
+
+    def tell_user(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        log.warning(message)
+        self.window_show_message(types.ShowMessageParams(type=kind, message=f"margin: {message}"))
+
+    def send_log(self, level: int, message: str) -> None:
+        self.window_log_message(
+            types.LogMessageParams(type=_LOG_TYPES.get(level, types.MessageType.Log), message=message)
+        )
+
+    # -- settings -----------------------------------------------------------------------------------------------
+
+    def apply_global_settings(self, raw: Any) -> None:
+        settings, problems = parse_settings(raw)
+        self.global_settings = settings
+        self._after_settings(settings, problems)
+
+    def _after_settings(self, settings: Settings, problems: list[str]) -> None:
+        for problem in problems:
+            self.tell_user(problem)
+        logs.set_level(settings.log_level)
+        self.analyzer.max_bytes = settings.max_file_bytes
+
+    async def settings_for(self, uri: str) -> Settings:
+        """Settings in force for a document: workspace/configuration scoped to it when the client has it."""
+        key = normalize_uri(uri)
+        cached = self._document_settings.get(key)
+        if cached is not None:
+            return cached
+        settings = self.global_settings
+        if self.client_has_configuration:
+            try:
+                answer = await asyncio.wait_for(
+                    self.workspace_configuration_async(
+                        types.ConfigurationParams(
+                            items=[types.ConfigurationItem(scope_uri=uri, section=SECTION)]
+                        )
+                    ),
+                    timeout=5,
+                )
+                if answer and answer[0] is not None:
+                    settings, problems = parse_settings(answer[0])
+                    self._after_settings(settings, problems)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a client that fails this request still gets diagnostics
+                log.info("workspace/configuration failed (%s); using initialization settings", error)
+        self._document_settings[key] = settings
+        return settings
+
+    def forget_settings(self) -> None:
+        self._document_settings.clear()
+
+    # -- analysis -----------------------------------------------------------------------------------------------
+
+    async def manuscript(self, uri: str) -> Manuscript | None:
+        """The manuscript for a document, or None (after telling the user once) when it is not analysable."""
+        source = self.documents.get(uri)
+        if source is None:
+            return None
+        try:
+            if len(source.text) > _INLINE_PARSE_LIMIT:
+                manuscript = await asyncio.to_thread(self.analyzer.manuscript, uri)
+            else:
+                manuscript = self.analyzer.manuscript(uri)
+        except NotAnalysable as reason:
+            key = normalize_uri(uri)
+            if key not in self._reported:
+                self._reported.add(key)
+                self.tell_user(str(reason), types.MessageType.Info)
+            return None
+        except Exception:
+            # The parsers are built never to raise; if one does, the editor must keep working.
+            log.exception("analysis of %s failed", uri)
+            return None
+        self._reported.discard(normalize_uri(uri))
+        return manuscript
+
+    async def diagnostics(self, uri: str) -> list[types.Diagnostic]:
+        settings = await self.settings_for(uri)
+        manuscript = await self.manuscript(uri)
+        if manuscript is None:
+            return []
+        return document_diagnostics(manuscript, uri, settings, self.scores)
+
+    async def publish(self, uri: str) -> None:
+        if self.client_pulls_diagnostics:
+            return
+        source = self.documents.get(uri)
+        if source is None:
+            return
+        diagnostics = await self.diagnostics(uri)
+        current = self.documents.get(uri)
+        if current is None or current.version != source.version:
+            return  # the document moved on while we worked; its own change will publish
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=source.version)
+        )
+
+    async def refresh_all(self) -> None:
+        if self.client_pulls_diagnostics:
+            workspace = self.client_capabilities.workspace
+            if workspace and workspace.diagnostics and workspace.diagnostics.refresh_support:
+                self.workspace_diagnostic_refresh(None)
+            return
+        for uri in self.documents.uris():
+            await self.publish(uri)
+
+
+server = MarginServer()
+
+
+@server.feature(types.INITIALIZE)
+def on_initialize(ls: MarginServer, params: types.InitializeParams) -> None:
+    ls.apply_global_settings(params.initialization_options)
+
+
+@server.feature(types.INITIALIZED)
+async def on_initialized(ls: MarginServer, params: types.InitializedParams) -> None:
+    handler = logs.EditorLogHandler(ls.send_log)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logging.getLogger(logs.LOGGER_NAME).addHandler(handler)
+    log.info(
+        "margin %s ready (%s diagnostics)", __version__, "pull" if ls.client_pulls_diagnostics else "push"
+    )
+    # Loading the pronouncing dictionary takes about half a second: do it now, off the event loop.
+    await asyncio.to_thread(readability.warm_up)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+async def on_open(ls: MarginServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.documents.opened(params.text_document.uri)
+    ls.analyzer.changed()
+    await ls.publish(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+async def on_change(ls: MarginServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.analyzer.changed()
+    await ls.publish(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+async def on_save(ls: MarginServer, params: types.DidSaveTextDocumentParams) -> None:
+    ls.analyzer.changed()
+    await ls.publish(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def on_close(ls: MarginServer, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.documents.closed(uri)
+    ls.analyzer.forget(uri)
+    ls.analyzer.changed()
+    if not ls.client_pulls_diagnostics:
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_DIAGNOSTIC,
+    types.DiagnosticOptions(identifier=SECTION, inter_file_dependencies=True, workspace_diagnostics=False),
+)
+async def on_pull_diagnostics(
+    ls: MarginServer, params: types.DocumentDiagnosticParams
+) -> types.FullDocumentDiagnosticReport:
+    return types.FullDocumentDiagnosticReport(items=await ls.diagnostics(params.text_document.uri))
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+async def on_hover(ls: MarginServer, params: types.HoverParams) -> types.Hover | None:
+    uri = params.text_document.uri
+    manuscript = await ls.manuscript(uri)
+    if manuscript is None:
+        return None
+    position = Position(params.position.line, params.position.character)
+    key = normalize_uri(uri)
+    for paragraph in manuscript.paragraphs:
+        if normalize_uri(paragraph.uri) == key and paragraph.contains(position):
+            scores = ls.scores.score(paragraph.text)
+            return types.Hover(
+                contents=types.MarkupContent(
+                    kind=types.MarkupKind.Markdown, value=hover_markdown(paragraph, scores)
+                )
+            )
+    return None
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def on_configuration(ls: MarginServer, params: types.DidChangeConfigurationParams) -> None:
+    ls.forget_settings()
+    if params.settings is not None and not ls.client_has_configuration:
+        ls.apply_global_settings(params.settings)
+    await ls.refresh_all()
+
+
+def serve_stdio() -> None:
+    logs.configure()
+    server.start_io()
+
+
+def serve_tcp(port: int) -> None:
+    logs.configure()
+    server.start_tcp("127.0.0.1", port)

@@ -1,0 +1,116 @@
+"""Rendering manuscript checks for a terminal (text) and for tools (JSON)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from margin.workflows.manuscript.model import Manuscript, Paragraph
+from margin.workflows.readability import Readability, ReadabilityCache, document_score
+
+from .diagnostics import is_hard_to_read
+from .settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedParagraph:
+    paragraph: Paragraph
+    scores: Readability
+    flagged: bool
+
+
+def check(manuscript: Manuscript, settings: Settings, scores: ReadabilityCache) -> list[CheckedParagraph]:
+    checked = []
+    for paragraph in manuscript.paragraphs:
+        paragraph_scores = scores.score(paragraph.text)
+        flagged = settings.readability_enabled and is_hard_to_read(paragraph_scores, settings)
+        checked.append(CheckedParagraph(paragraph, paragraph_scores, flagged))
+    return checked
+
+
+def _relative(name: str) -> str:
+    try:
+        return str(Path(name).relative_to(Path.cwd()))
+    except ValueError:
+        return name
+
+
+def paragraph_json(item: CheckedParagraph) -> dict[str, object]:
+    paragraph = item.paragraph
+    return {
+        "file": _relative(paragraph.file),
+        "range": paragraph.range.to_json(),
+        "section": list(paragraph.section),
+        "kind": paragraph.kind.value,
+        "id": paragraph.id,
+        "text": paragraph.text,
+        "readability": {
+            "fkgl": item.scores.fkgl,
+            "cli": item.scores.cli,
+            "dcrs": item.scores.dcrs,
+            "mean_sentence_length": item.scores.mean_sentence_length,
+            "words": item.scores.words,
+        },
+        "hard_to_read": item.flagged,
+    }
+
+
+def as_json(results: list[tuple[Manuscript, list[CheckedParagraph]]], errors: list[str]) -> str:
+    paragraphs = [paragraph_json(item) for _, items in results for item in items]
+    documents = []
+    for manuscript, items in results:
+        overall = document_score(item.paragraph.text for item in items)
+        documents.append(
+            {
+                "file": _relative(manuscript.files[0].display_name)
+                if manuscript.files
+                else manuscript.root_uri,
+                "title": manuscript.title,
+                "files": [_relative(source.display_name) for source in manuscript.files],
+                "paragraphs": len(items),
+                "readability": {"fkgl": overall.fkgl, "cli": overall.cli, "dcrs": overall.dcrs},
+                "problems": [
+                    {"file": problem.uri, "range": problem.range.to_json(), "message": problem.message}
+                    for problem in manuscript.problems
+                ],
+            }
+        )
+    return json.dumps(
+        {"paragraphs": paragraphs, "documents": documents, "errors": errors}, ensure_ascii=False, indent=2
+    )
+
+
+def _excerpt(text: str, width: int = 72) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def as_text(manuscript: Manuscript, items: list[CheckedParagraph], settings: Settings) -> str:
+    lines: list[str] = []
+    title = manuscript.title or (
+        manuscript.files[0].display_name if manuscript.files else manuscript.root_uri
+    )
+    lines.append(f"{title}  ({len(manuscript.files)} file(s), {len(items)} paragraphs)")
+    for problem in manuscript.problems:
+        lines.append(
+            f"  {_relative(problem.uri.removeprefix('file://'))}:{problem.range.start.line + 1}: "
+            f"{problem.severity.value}: {problem.message}"
+        )
+    for item in items:
+        paragraph, scores = item.paragraph, item.scores
+        start = paragraph.range.start
+        marker = "!" if item.flagged else " "
+        section = " › ".join(paragraph.section) or "-"
+        lines.append(
+            f"{marker} {_relative(paragraph.file)}:{start.line + 1}:{start.character + 1} "
+            f"[{paragraph.kind.value}] {section}: FKGL {scores.fkgl:.1f}  CLI {scores.cli:.1f}  "
+            f"DCRS {scores.dcrs:.1f}  ({scores.words} words)"
+        )
+        lines.append(f"      {_excerpt(paragraph.text)}")
+    overall = document_score(item.paragraph.text for item in items)
+    flagged = sum(item.flagged for item in items)
+    lines.append(
+        f"Document: FKGL {overall.fkgl:.1f}  CLI {overall.cli:.1f}  DCRS {overall.dcrs:.1f}; "
+        f"{flagged} paragraph(s) above grade {settings.readability_threshold:g} (marked !)"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,166 @@
+"""margin's settings: one declarative table that the server, the CLI, the README and editor clients share.
+
+Values arrive under the section `margin`, nested ({"readability": {"threshold": 18}}) or dotted
+({"readability.threshold": 18}), from initializationOptions or workspace/configuration. A bad value never
+stops the server: it is reported by name and the default is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SECTION = "margin"
+
+
+@dataclass(frozen=True, slots=True)
+class SettingSpec:
+    key: str
+    kind: str  # "boolean" | "number" | "integer" | "string"
+    default: Any
+    description: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    def validate(self, value: Any) -> tuple[Any, str | None]:
+        """The value to use, and a message when `value` had to be replaced by the default."""
+        expected = self._expected()
+        if self.kind == "boolean":
+            if isinstance(value, bool):
+                return value, None
+        elif self.kind in ("number", "integer"):
+            number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if number_ok and (self.kind == "number" or float(value).is_integer()):
+                in_range = (self.minimum is None or value >= self.minimum) and (
+                    self.maximum is None or value <= self.maximum
+                )
+                if in_range:
+                    return (int(value) if self.kind == "integer" else float(value)), None
+        elif self.kind == "string" and isinstance(value, str):
+            if self.choices is None or value in self.choices:
+                return value, None
+        return self.default, (
+            f"Setting {SECTION}.{self.key} must be {expected}; got {value!r}. Using the default, {self.default!r}."
+        )
+
+    def _expected(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(repr(choice) for choice in self.choices)
+        if self.kind in ("number", "integer"):
+            noun = "a whole number" if self.kind == "integer" else "a number"
+            if self.minimum is not None and self.maximum is not None:
+                return f"{noun} from {self.minimum:g} to {self.maximum:g}"
+            return noun
+        return "true or false" if self.kind == "boolean" else "a string"
+
+
+SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec(
+        "readability.enabled",
+        "boolean",
+        True,
+        "Show a readability diagnostic on paragraphs that are hard to read.",
+    ),
+    SettingSpec(
+        "readability.threshold",
+        "number",
+        18.0,
+        "Flesch-Kincaid grade above which a paragraph gets a readability diagnostic.",
+        minimum=0,
+        maximum=50,
+    ),
+    SettingSpec(
+        "readability.minWords",
+        "integer",
+        25,
+        "Paragraphs with fewer words get no readability diagnostic (the formulas are noisy on short text).",
+        minimum=0,
+        maximum=10_000,
+    ),
+    SettingSpec(
+        "maxFileSizeMB",
+        "number",
+        10.0,
+        "Files larger than this many megabytes are not analysed; margin says so instead.",
+        minimum=0.1,
+        maximum=200,
+    ),
+    SettingSpec(
+        "logLevel",
+        "string",
+        "info",
+        "How much margin writes to its log (the editor's output panel and stderr).",
+        choices=("error", "warning", "info", "debug"),
+    ),
+)
+_BY_KEY = {spec.key: spec for spec in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    values: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def readability_enabled(self) -> bool:
+        return bool(self.values["readability.enabled"])
+
+    @property
+    def readability_threshold(self) -> float:
+        return float(self.values["readability.threshold"])
+
+    @property
+    def readability_min_words(self) -> int:
+        return int(self.values["readability.minWords"])
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(float(self.values["maxFileSizeMB"]) * 1024 * 1024)
+
+    @property
+    def log_level(self) -> str:
+        return str(self.values["logLevel"])
+
+
+DEFAULTS = Settings({spec.key: spec.default for spec in SETTINGS})
+
+
+def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in raw.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and dotted not in _BY_KEY:
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
+    """Settings from what a client sent, and a message for each value that was unusable or unknown."""
+    if raw is None:
+        return DEFAULTS, []
+    if not isinstance(raw, Mapping):
+        return DEFAULTS, [
+            f"Settings for {SECTION} must be an object; got {type(raw).__name__}. Using defaults."
+        ]
+    if SECTION in raw and isinstance(raw[SECTION], Mapping):
+        raw = raw[SECTION]
+    values = dict(DEFAULTS.values)
+    problems: list[str] = []
+    for key, value in _flatten(raw).items():
+        key = key.removeprefix(SECTION + ".")
+        spec = _BY_KEY.get(key)
+        if spec is None:
+            problems.append(f"Unknown setting {SECTION}.{key} is ignored.")
+            continue
+        if value is None:
+            continue
+        values[key], problem = spec.validate(value)
+        if problem:
+            problems.append(problem)
+    return Settings(values), problems

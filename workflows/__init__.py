@@ -1,0 +1,1 @@
+"""Editor-agnostic core of margin: manuscript model, readability, LLM layer and pipelines."""

@@ -1,0 +1,1 @@
+"""The manuscript model and its LaTeX and Markdown parsers."""

@@ -1,0 +1,514 @@
+"""What LaTeX macros and environments mean for prose extraction.
+
+Our own tables say how margin treats the macros that matter for a paper (citations, references, sectioning,
+floats); pylatexenc's databases supply argument shapes and text for the long tail (accents, symbols, logos).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pylatexenc import latex2text, latexwalker
+
+SECTION_LEVELS: dict[str, int] = {
+    "part": 0,
+    "chapter": 1,
+    "section": 2,
+    "subsection": 3,
+    "subsubsection": 4,
+    "paragraph": 5,
+    "subparagraph": 6,
+}
+
+CITATION_MACROS = frozenset(
+    [
+        "cite",
+        "citep",
+        "citet",
+        "citealp",
+        "citealt",
+        "citeauthor",
+        "citeyear",
+        "citeyearpar",
+        "citenum",
+        "parencite",
+        "textcite",
+        "autocite",
+        "footcite",
+        "smartcite",
+        "supercite",
+        "fullcite",
+        "Cite",
+        "Citep",
+        "Citet",
+        "Parencite",
+        "Textcite",
+        "Autocite",
+        "cites",
+        "parencites",
+        "textcites",
+        "autocites",
+        "citepalias",
+        "citetalias",
+    ]
+)
+REFERENCE_MACROS = frozenset(
+    ["ref", "eqref", "cref", "Cref", "autoref", "pageref", "nameref", "vref", "Vref", "labelcref", "hyperref"]
+)
+# Macros whose (last mandatory) argument is prose to keep.
+TEXT_MACROS = frozenset(
+    [
+        "emph",
+        "textbf",
+        "textit",
+        "texttt",
+        "textsc",
+        "textrm",
+        "textsf",
+        "textsl",
+        "textup",
+        "textmd",
+        "textnormal",
+        "underline",
+        "uline",
+        "mbox",
+        "fbox",
+        "text",
+        "textsuperscript",
+        "textsubscript",
+        "enquote",
+        "foreignlanguage",
+        "hbox",
+        "makebox",
+        "framebox",
+        "colorbox",
+        "textcolor",
+        "highlight",
+        "hl",
+        "sout",
+        "st",
+        "ul",
+    ]
+)
+# Macros that produce nothing in prose; their arguments are consumed by their pylatexenc shape or ours.
+DROPPED_MACROS = frozenset(
+    [
+        "label",
+        "vspace",
+        "hspace",
+        "includegraphics",
+        "centering",
+        "raggedright",
+        "raggedleft",
+        "noindent",
+        "indent",
+        "newpage",
+        "clearpage",
+        "cleardoublepage",
+        "pagebreak",
+        "linebreak",
+        "nolinebreak",
+        "maketitle",
+        "tableofcontents",
+        "listoffigures",
+        "listoftables",
+        "bibliographystyle",
+        "bibliography",
+        "printbibliography",
+        "addbibresource",
+        "usepackage",
+        "RequirePackage",
+        "documentclass",
+        "setlength",
+        "addtolength",
+        "setcounter",
+        "addtocounter",
+        "index",
+        "nocite",
+        "pagestyle",
+        "thispagestyle",
+        "phantomsection",
+        "addcontentsline",
+        "todo",
+        "hypersetup",
+        "graphicspath",
+        "newcommand",
+        "renewcommand",
+        "providecommand",
+        "DeclareRobustCommand",
+        "DeclareMathOperator",
+        "newenvironment",
+        "renewenvironment",
+        "def",
+        "let",
+        "newtheorem",
+        "small",
+        "footnotesize",
+        "scriptsize",
+        "tiny",
+        "large",
+        "Large",
+        "LARGE",
+        "huge",
+        "Huge",
+        "normalsize",
+        "bfseries",
+        "itshape",
+        "ttfamily",
+        "sffamily",
+        "rmfamily",
+        "scshape",
+        "mdseries",
+        "upshape",
+        "em",
+        "bf",
+        "it",
+        "tt",
+        "sf",
+        "rm",
+        "sc",
+        "appendix",
+        "frontmatter",
+        "mainmatter",
+        "backmatter",
+        "smallskip",
+        "medskip",
+        "bigskip",
+        "vfill",
+        "hfill",
+        "par",
+        "relax",
+        "protect",
+        "null",
+        "ignorespaces",
+        "selectfont",
+        "fontsize",
+        "color",
+        "definecolor",
+        "captionsetup",
+        "subcaption",
+        "marginpar",
+        "author",
+        "affiliation",
+        "address",
+        "email",
+        "thanks",
+        "date",
+        "keywords",
+        "acknowledgments",
+        "orcid",
+        "institute",
+        "icmltitle",
+        "icmlauthor",
+        "icmlaffiliation",
+        "icmlcorrespondingauthor",
+        "icmlkeywords",
+        "printAffiliationsAndNotice",
+    ]
+)
+# Text-producing macros that pylatexenc's text database leaves out.
+NAMED_TEXT: dict[str, str] = {
+    "LaTeX": "LaTeX", "TeX": "TeX", "LaTeXe": "LaTeX2e", "BibTeX": "BibTeX", "XeLaTeX": "XeLaTeX",
+    "LuaLaTeX": "LuaLaTeX", "eg": "e.g.", "ie": "i.e.", "etal": "et al.", "etc": "etc.", "vs": "vs.",
+    "S": "§", "P": "¶", "textellipsis": "…", "slash": "/",
+}  # fmt: skip
+INCLUDE_MACROS = frozenset(
+    ["input", "include", "subfile", "import", "subimport", "inputfrom", "includefrom", "subinputfrom"]
+)
+
+# Environments whose whole content is not prose and may be passed over by searching for their \end.
+SKIPPED_ENVIRONMENTS = frozenset(
+    [
+        "verbatim",
+        "Verbatim",
+        "lstlisting",
+        "minted",
+        "comment",
+        "filecontents",
+        "tabular",
+        "tabular*",
+        "tabularx",
+        "tabulary",
+        "longtable",
+        "array",
+        "tikzpicture",
+        "pgfpicture",
+        "algorithmic",
+        "thebibliography",
+        "picture",
+        "displaymath",
+        "lstinputlisting",
+        "alltt",
+        "spverbatim",
+        "BVerbatim",
+        "LVerbatim",
+    ]
+)
+# Display math: a placeholder in the paragraph it sits in (a sentence may run through an equation).
+MATH_ENVIRONMENTS = frozenset(
+    [
+        "equation",
+        "equation*",
+        "align",
+        "align*",
+        "alignat",
+        "alignat*",
+        "gather",
+        "gather*",
+        "multline",
+        "multline*",
+        "flalign",
+        "flalign*",
+        "eqnarray",
+        "eqnarray*",
+        "math",
+        "displaymath",
+        "dmath",
+        "dmath*",
+        "subequations",
+    ]
+)
+# Floats: only their captions are prose.
+FLOAT_ENVIRONMENTS = frozenset(
+    [
+        "figure",
+        "figure*",
+        "table",
+        "table*",
+        "wrapfigure",
+        "wraptable",
+        "sidewaysfigure",
+        "sidewaystable",
+        "algorithm",
+        "algorithm*",
+        "subfigure",
+        "subtable",
+        "listing",
+    ]
+)
+LIST_ENVIRONMENTS = frozenset(
+    ["itemize", "enumerate", "description", "compactitem", "compactenum", "inparaenum"]
+)
+QUOTE_ENVIRONMENTS = frozenset(["quote", "quotation", "verse"])
+# Arguments that environments take after \begin{name}, beyond the optional ones we skip anyway.
+ENVIRONMENT_ARGUMENTS: dict[str, str] = {
+    "minipage": "[[[{",
+    "wrapfigure": "[{[{",
+    "wraptable": "[{[{",
+    "multicols": "{[",
+    "subfigure": "[{",
+    "subtable": "[{",
+    "tabular": "[{",
+    "tabularx": "{[{",
+    "thebibliography": "{",
+    "otherlanguage": "{",
+}
+
+# Argument shapes we know better than (or that are missing from) pylatexenc's default database.
+_ARGSPECS: dict[str, str] = {
+    "href": "[{{",
+    "url": "{",
+    "todo": "[{",
+    "textcolor": "{{",
+    "colorbox": "{{",
+    "foreignlanguage": "[{{",
+    "captionof": "*{[{",
+    "caption": "*[{",
+    "footnote": "[{",
+    "footnotetext": "[{",
+    "subfile": "{",
+    "import": "*{{",
+    "subimport": "*{{",
+    "includegraphics": "*[[{",
+    "affiliation": "[{",
+    "author": "[{",
+    "thanks": "{",
+    "keywords": "{",
+    "email": "{",
+    "institute": "{",
+    "orcid": "{",
+    "icmltitle": "{",
+    "icmlauthor": "{{",
+    "icmlaffiliation": "{{",
+    "icmlcorrespondingauthor": "{{",
+    "icmlkeywords": "{",
+    "printAffiliationsAndNotice": "{",
+    "definecolor": "{{{",
+    "captionsetup": "[{",
+    "newtheorem": "*{[{[",
+    "hyperref": "[{",
+    "textsuperscript": "{",
+    "textsubscript": "{",
+    "highlight": "{",
+    "hl": "{",
+    "sout": "{",
+    "st": "{",
+    "ul": "{",
+    "abstract": "{",
+    "title": "[{",
+    "inputfrom": "{{",
+    "includefrom": "{{",
+    "subinputfrom": "{{",
+}
+
+_WALKER_DB = latexwalker.get_default_latex_context_db()
+_TEXT_DB = latex2text.get_default_latex_context_db()
+_TO_TEXT = latex2text.LatexNodes2Text(math_mode="remove", strict_latex_spaces=True)
+_CONTROL_SYMBOL_TEXT = {
+    "%": "%", "&": "&", "#": "#", "$": "$", "_": "_", "{": "{", "}": "}",
+    " ": " ", ",": " ", ";": " ", ":": " ", ">": " ", "\n": " ", "\t": " ",
+    "!": "", "-": "", "/": "", "@": "",
+}  # fmt: skip
+
+
+def control_symbol_text(name: str) -> str | None:
+    """Text of a one-character control symbol such as \\% or \\, (None if it is not one we know)."""
+    return _CONTROL_SYMBOL_TEXT.get(name)
+
+
+@lru_cache(maxsize=4096)
+def argument_spec(name: str) -> str:
+    """The argument shape of a macro in pylatexenc's notation ('*' star, '[' optional, '{' mandatory)."""
+    base = name.rstrip("*")
+    if base in _ARGSPECS:
+        return _ARGSPECS[base]
+    if base in SECTION_LEVELS:
+        return "*[{"
+    spec = _WALKER_DB.get_macro_spec(base)
+    parser = getattr(spec, "args_parser", None)
+    argspec = getattr(parser, "argspec", None)
+    return argspec if isinstance(argspec, str) else ""
+
+
+@lru_cache(maxsize=4096)
+def is_known_to_pylatexenc(name: str) -> bool:
+    return _TEXT_DB.get_macro_spec(name) is not None
+
+
+@lru_cache(maxsize=8192)
+def snippet_text(snippet: str) -> str:
+    """Plain text of a small self-contained piece of LaTeX (an accent, a symbol), by pylatexenc."""
+    try:
+        return _TO_TEXT.latex_to_text(snippet)
+    except Exception:
+        # pylatexenc is best-effort on odd input; a macro we cannot render contributes nothing.
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class UserMacro:
+    """A macro the manuscript defines with \\newcommand or \\def: its parameter count, default and body."""
+
+    name: str
+    parameters: int
+    default: str | None
+    body: str
+
+
+class MacroTable:
+    """The user macros of a manuscript; hashable by content so it can be part of a cache key."""
+
+    __slots__ = ("_hash", "_macros")
+
+    def __init__(self, macros: dict[str, UserMacro] | None = None) -> None:
+        self._macros = dict(macros or {})
+        self._hash = hash(
+            tuple(sorted((m.name, m.parameters, m.default, m.body) for m in self._macros.values()))
+        )
+
+    def get(self, name: str) -> UserMacro | None:
+        return self._macros.get(name)
+
+    def __len__(self) -> int:
+        return len(self._macros)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MacroTable) and self._hash == other._hash and self._macros == other._macros
+
+    def merged(self, other: MacroTable) -> MacroTable:
+        return MacroTable({**self._macros, **other._macros})
+
+
+_DEFINITION = re.compile(
+    r"\\(?:(?:re)?newcommand|providecommand|DeclareRobustCommand)\*?\s*(?:\{\s*\\([A-Za-z@]+)\s*\}|\\([A-Za-z@]+))"
+    r"|\\def\s*\\([A-Za-z@]+)\s*((?:#\d)*)\s*(?=\{)"
+)
+_MAX_MACRO_BODY = 2000
+
+
+def _read_group(text: str, start: int) -> tuple[str, int] | None:
+    """The content of the brace group opening at text[start] (after white space), and the index after it."""
+    index = start
+    while index < len(text) and text[index] in " \t\n":
+        index += 1
+    if index >= len(text) or text[index] != "{":
+        return None
+    depth = 0
+    limit = min(len(text), index + _MAX_MACRO_BODY)
+    position = index
+    while position < limit:
+        char = text[position]
+        if char == "\\":
+            position += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[index + 1 : position], position + 1
+        position += 1
+    return None
+
+
+def _read_bracket(text: str, start: int) -> tuple[str, int] | None:
+    index = start
+    while index < len(text) and text[index] in " \t":
+        index += 1
+    if index >= len(text) or text[index] != "[":
+        return None
+    end = text.find("]", index, index + 200)
+    if end < 0:
+        return None
+    return text[index + 1 : end], end + 1
+
+
+def _commented(text: str, offset: int) -> bool:
+    line_start = text.rfind("\n", 0, offset) + 1
+    prefix = text[line_start:offset]
+    return bool(re.search(r"(?<!\\)%", prefix))
+
+
+def collect_user_macros(text: str) -> MacroTable:
+    """Find the simple macro definitions in a file (\\newcommand and friends, \\def without delimiters)."""
+    macros: dict[str, UserMacro] = {}
+    for match in _DEFINITION.finditer(text):
+        if _commented(text, match.start()):
+            continue
+        name = match.group(1) or match.group(2) or match.group(3)
+        position = match.end()
+        parameters = 0
+        default: str | None = None
+        if match.group(3) is not None:
+            parameters = len(match.group(4) or "") // 2
+        else:
+            bracket = _read_bracket(text, position)
+            if bracket is not None:
+                try:
+                    parameters = int(bracket[0].strip())
+                except ValueError:
+                    continue
+                position = bracket[1]
+                optional = _read_bracket(text, position)
+                if optional is not None:
+                    default, position = optional
+        group = _read_group(text, position)
+        if group is None or not name:
+            continue
+        macros[name] = UserMacro(name, min(parameters, 9), default, group[0])
+    return MacroTable(macros)

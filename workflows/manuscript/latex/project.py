@@ -1,0 +1,253 @@
+"""A LaTeX manuscript across its files: root detection, \\input/\\include/\\subfile, and the chunk cache."""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from pathlib import Path, PurePosixPath
+
+from ..assemble import ManuscriptAssembler
+from ..model import Manuscript, Severity
+from ..source import SourceFile, UnreadableFile
+from ..sources import SourceProvider
+from .chunks import (
+    Event,
+    HeadingEvent,
+    IncludeEvent,
+    ParagraphEvent,
+    ProblemEvent,
+    Region,
+    ScanState,
+    TitleEvent,
+    parse_chunk,
+)
+from .macros import MacroTable, collect_user_macros
+
+_BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
+_DOCUMENTCLASS = re.compile(r"^[ \t]*\\documentclass", re.M)
+_MAGIC_ROOT = re.compile(r"^[ \t]*%[ \t]*!TEX[ \t]+root[ \t]*=[ \t]*(\S.*?)[ \t]*$", re.M | re.I)
+_SUBFILES_ROOT = re.compile(r"\\documentclass[ \t]*\[([^\]]+)\][ \t]*\{subfiles\}")
+_INCLUDE_HINT = re.compile(
+    r"^[^%\n]*?\\(?:input|include|subfile)[ \t]*\{([^}\n]+)\}|^[^%\n]*?\\(?:sub)?import\*?[ \t]*\{([^}\n]*)\}[ \t]*\{([^}\n]+)\}",
+    re.M,
+)
+_MAX_INCLUDE_DEPTH = 16
+_CHUNK_CACHE_ENTRIES = 50_000
+
+Chunk = tuple[list[Event], ScanState]
+
+
+class ChunkCache:
+    """Least-recently-used cache of parsed chunks, keyed by chunk text, entry state and the user macros."""
+
+    def __init__(self, capacity: int = _CHUNK_CACHE_ENTRIES) -> None:
+        self._entries: OrderedDict[tuple[str, ScanState, MacroTable], Chunk] = OrderedDict()
+        self.capacity = capacity
+        self.hits = 0
+        self.misses = 0
+
+    def parse(self, text: str, state: ScanState, macros: MacroTable) -> Chunk:
+        key = (text, state, macros)
+        cached = self._entries.get(key)
+        if cached is not None:
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return cached
+        self.misses += 1
+        result = parse_chunk(text, state, macros)
+        self._entries[key] = result
+        if len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+        return result
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+def split_chunks(text: str) -> list[tuple[int, str]]:
+    """The text between runs of blank lines, with each chunk's offset."""
+    chunks: list[tuple[int, str]] = []
+    position = 0
+    for match in _BLANK_LINES.finditer(text):
+        if match.start() > position:
+            chunks.append((position, text[position : match.start()]))
+        position = match.end()
+    if position < len(text):
+        chunks.append((position, text[position:]))
+    return chunks
+
+
+def find_root(source: SourceFile, provider: SourceProvider) -> Path | None:
+    """The root file a sub-file names (`% !TEX root = ...` or the subfiles class), if it exists."""
+    path = source.path
+    if path is None:
+        return None
+    head = source.text[:4000]
+    match = _MAGIC_ROOT.search(head)
+    candidate = match.group(1) if match else None
+    if candidate is None:
+        subfiles = _SUBFILES_ROOT.search(head)
+        candidate = subfiles.group(1).strip() if subfiles else None
+    if not candidate:
+        return None
+    root = (path.parent / candidate).resolve()
+    for option in (root, root.with_name(root.name + ".tex")):
+        if option != path.resolve() and provider.exists(option):
+            return option
+    return None
+
+
+class LatexProject:
+    """Parses LaTeX manuscripts; keep one per process so its chunk cache serves every keystroke."""
+
+    def __init__(self, provider: SourceProvider | None = None, cache: ChunkCache | None = None) -> None:
+        self.provider = provider or SourceProvider()
+        self.cache = cache or ChunkCache()
+        self._macro_cache: dict[str, tuple[str, MacroTable]] = {}
+
+    def parse(self, root: SourceFile) -> Manuscript:
+        assembler = ManuscriptAssembler(root.uri)
+        macros = self._manuscript_macros(root)
+        self._parse_file(root, root, macros, assembler, depth=0, active=set())
+        return assembler.finish()
+
+    # -- macros ------------------------------------------------------------------------------------------------
+
+    def _file_macros(self, source: SourceFile) -> MacroTable:
+        cached = self._macro_cache.get(source.uri)
+        if cached is not None and cached[0] == source.text:
+            return cached[1]
+        table = collect_user_macros(source.text)
+        self._macro_cache[source.uri] = (source.text, table)
+        return table
+
+    def _manuscript_macros(self, root: SourceFile) -> MacroTable:
+        """User macros from the root and the files it includes (found by a quick scan, before parsing)."""
+        table = MacroTable()
+        pending = [(root, 0)]
+        seen = {root.uri}
+        while pending:
+            source, depth = pending.pop()
+            table = table.merged(self._file_macros(source))
+            if depth >= _MAX_INCLUDE_DEPTH or source.path is None:
+                continue
+            for match in _INCLUDE_HINT.finditer(source.text):
+                target = match.group(1) or match.group(3)
+                directory = match.group(2)
+                path = self._resolve(root, source, target, directory)
+                if path is None:
+                    continue
+                try:
+                    included, _ = self.provider.load(path)
+                except UnreadableFile:
+                    continue
+                if included.uri not in seen:
+                    seen.add(included.uri)
+                    pending.append((included, depth + 1))
+        return table
+
+    # -- files -------------------------------------------------------------------------------------------------
+
+    def _resolve(
+        self, root: SourceFile, current: SourceFile, target: str, directory: str | None
+    ) -> Path | None:
+        """Where an included file is: LaTeX resolves \\input against the root's folder, \\import against its own."""
+        target = target.strip()
+        if not target or "\\" in target or "#" in target:
+            return None
+        bases: list[Path] = []
+        if directory is not None and current.path is not None:
+            bases.append(current.path.parent / directory.strip())
+        for source in (root, current):
+            if source.path is not None and source.path.parent not in bases:
+                bases.append(source.path.parent)
+        relative = PurePosixPath(target)
+        for base in bases:
+            candidate = base / relative
+            for option in (candidate, candidate.with_name(candidate.name + ".tex")):
+                if option.suffix and self.provider.exists(option):
+                    return option
+        return None
+
+    def _parse_file(
+        self,
+        source: SourceFile,
+        root: SourceFile,
+        macros: MacroTable,
+        assembler: ManuscriptAssembler,
+        depth: int,
+        active: set[str],
+    ) -> None:
+        assembler.add_file(source)
+        active.add(source.uri)
+        region = Region.PREAMBLE if _DOCUMENTCLASS.search(source.text) else Region.BODY
+        state = ScanState(region=region)
+        for offset, text in split_chunks(source.text):
+            events, state = self.cache.parse(text, state, macros)
+            for event in events:
+                self._apply(event, offset, source, root, macros, assembler, depth, active)
+        if state.skipping is not None:
+            assembler.problem(
+                source,
+                len(source.text),
+                len(source.text),
+                f"\\begin{{{state.skipping}}} is never closed; margin skipped to the end of the file",
+                Severity.INFORMATION,
+            )
+        active.discard(source.uri)
+
+    def _apply(
+        self,
+        event: Event,
+        offset: int,
+        source: SourceFile,
+        root: SourceFile,
+        macros: MacroTable,
+        assembler: ManuscriptAssembler,
+        depth: int,
+        active: set[str],
+    ) -> None:
+        if isinstance(event, ParagraphEvent):
+            assembler.paragraph(event.kind, event.text, event.offsets.rebased(offset), source, event.abstract)
+        elif isinstance(event, HeadingEvent):
+            assembler.heading(event.level, event.title, source, offset + event.start, offset + event.end)
+        elif isinstance(event, TitleEvent):
+            assembler.title(event.title)
+        elif isinstance(event, ProblemEvent):
+            assembler.problem(source, offset + event.start, offset + event.end, event.message)
+        elif isinstance(event, IncludeEvent):
+            start, end = offset + event.start, offset + event.end
+            self._include(event, start, end, source, root, macros, assembler, depth, active)
+
+    def _include(
+        self,
+        event: IncludeEvent,
+        start: int,
+        end: int,
+        source: SourceFile,
+        root: SourceFile,
+        macros: MacroTable,
+        assembler: ManuscriptAssembler,
+        depth: int,
+        active: set[str],
+    ) -> None:
+        path = self._resolve(root, source, event.target, event.directory)
+        if path is None:
+            assembler.problem(source, start, end, f"Included file not found: {event.target}")
+            return
+        if depth >= _MAX_INCLUDE_DEPTH:
+            assembler.problem(
+                source, start, end, f"Includes nest deeper than {_MAX_INCLUDE_DEPTH}; not followed"
+            )
+            return
+        try:
+            included, warning = self.provider.load(path)
+        except UnreadableFile as error:
+            assembler.problem(source, start, end, str(error))
+            return
+        if included.uri in active:
+            assembler.problem(source, start, end, f"{event.target} includes itself; not followed again")
+            return
+        if warning:
+            assembler.problem(source, start, end, warning)
+        self._parse_file(included, root, macros, assembler, depth + 1, active)

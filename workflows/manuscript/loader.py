@@ -1,0 +1,80 @@
+"""One entry point from a file to its whole manuscript, whatever the format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .latex.project import LatexProject, find_root
+from .markdown.parse import MarkdownProject, manubot_files
+from .model import Manuscript, Severity
+from .source import SourceFile, UnreadableFile
+from .sources import SourceProvider
+
+LATEX_SUFFIXES = frozenset({".tex", ".ltx", ".latex"})
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".qmd", ".rmd"})
+
+
+def manuscript_format(name: str) -> str | None:
+    suffix = Path(name).suffix.lower()
+    if suffix in LATEX_SUFFIXES:
+        return "latex"
+    if suffix in MARKDOWN_SUFFIXES:
+        return "markdown"
+    return None
+
+
+class ManuscriptLoader:
+    """Keeps the parsers (and so their caches) for a process: the server and the CLI each hold one."""
+
+    def __init__(self, provider: SourceProvider | None = None) -> None:
+        self.provider = provider or SourceProvider()
+        self.latex = LatexProject(self.provider)
+        self.markdown = MarkdownProject()
+
+    def load(self, source: SourceFile, language: str | None = None) -> Manuscript:
+        """The manuscript `source` belongs to: its LaTeX root, its Manubot folder, or the file alone."""
+        kind = language or manuscript_format(source.display_name) or "latex"
+        if kind == "markdown":
+            return self._markdown(source)
+        root = find_root(source, self.provider)
+        if root is not None:
+            try:
+                root_source, warning = self.provider.load(root)
+            except UnreadableFile:
+                return self.latex.parse(source)
+            manuscript = self.latex.parse(root_source)
+            if any(file.uri == source.uri for file in manuscript.files):
+                return manuscript
+        return self.latex.parse(source)
+
+    def load_path(self, path: Path) -> tuple[Manuscript, list[str]]:
+        """Load from disk: a file, or a Manubot content/ folder. Raises UnreadableFile; returns warnings."""
+        if path.is_dir():
+            files = manubot_files(path) or sorted(p for p in path.glob("*.md"))
+            if not files:
+                raise UnreadableFile(f"{path} is a folder with no Markdown files")
+            loaded = [self.provider.load(file) for file in files]
+            manuscript = self.markdown.parse([source for source, _ in loaded])
+            return manuscript, [warning for _, warning in loaded if warning]
+        source, warning = self.provider.load(path)
+        manuscript = self.load(source)
+        return manuscript, [warning] if warning else []
+
+    def _markdown(self, source: SourceFile) -> Manuscript:
+        path = source.path
+        files = manubot_files(path) if path is not None else None
+        if not files:
+            return self.markdown.parse([source])
+        sources: list[SourceFile] = []
+        for file in files:
+            try:
+                sources.append(self.provider.load(file)[0])
+            except UnreadableFile:
+                continue
+        if not any(item.uri == source.uri for item in sources):
+            sources = [source]
+        manuscript = self.markdown.parse(sources)
+        return manuscript
+
+
+__all__ = ["ManuscriptLoader", "Severity", "manuscript_format"]

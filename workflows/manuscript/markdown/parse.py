@@ -1,0 +1,278 @@
+"""Markdown manuscripts (CommonMark, pandoc and Manubot conventions) into the manuscript model.
+
+The file is cut into chunks at blank lines that start a new top-level block (outside fences, HTML comments and
+display math), and each chunk is parsed by markdown-it on its own, cached by its text: a keystroke re-parses one
+chunk. Link reference definitions elsewhere in the file only decide whether "[x]" is a link; the plain text
+is the same either way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+from ..assemble import ManuscriptAssembler
+from ..latex.chunks import has_words
+from ..model import Manuscript, ParagraphKind
+from ..offsets import OffsetMap, TextBuilder
+from ..source import SourceFile
+from .inline import InlineAligner
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
+_FRONT_TITLE = re.compile(r"^title:[ \t]*(?P<quote>['\"]?)(?P<title>.+?)(?P=quote)[ \t]*$", re.M)
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_FOOTNOTE_DEFINITION = re.compile(r"\A\[\^[^\]\s]+\]:[ \t]*")
+_TABLE_CAPTION = re.compile(r"^(?:Table)?:\s")
+_MARGIN_SWITCH = re.compile(r"<!--\s*margin:\s*(on|off)\s*-->", re.I)
+_ATTRIBUTES_ONLY = re.compile(r"^\s*(?:\{[^{}]*\}\s*)?$")
+_CACHE_ENTRIES = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Heading:
+    level: int
+    title: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Paragraph:
+    kind: ParagraphKind
+    text: str
+    offsets: OffsetMap
+
+
+_Event = _Heading | _Paragraph
+
+
+def _make_parser() -> MarkdownIt:
+    return (
+        MarkdownIt("commonmark", {"html": True})
+        .enable("table")
+        .enable("strikethrough")
+        .use(dollarmath_plugin)
+    )
+
+
+def split_chunks(text: str, start: int) -> list[tuple[int, str]]:
+    """Cut at blank lines followed by an unindented line, unless inside a fence, HTML comment or $$ block."""
+    chunks: list[tuple[int, str]] = []
+    chunk_start = start
+    position = start
+    fence: str | None = None
+    in_comment = False
+    in_math = False
+    previous_blank = False
+    for line in text[start:].splitlines(keepends=True):
+        stripped = line.strip()
+        blank = not stripped
+        if (
+            previous_blank
+            and not blank
+            and fence is None
+            and not in_comment
+            and not in_math
+            and line[0] not in " \t"
+            and position > chunk_start
+        ):
+            chunks.append((chunk_start, text[chunk_start:position]))
+            chunk_start = position
+        fence_match = _FENCE.match(line)
+        if fence is not None:
+            if (
+                fence_match
+                and fence_match.group(1)[0] == fence[0]
+                and len(fence_match.group(1)) >= len(fence)
+            ):
+                fence = None
+        elif in_comment:
+            in_comment = "-->" not in line
+        elif in_math:
+            in_math = not stripped.endswith("$$")
+        elif fence_match:
+            fence = fence_match.group(1)
+        elif stripped.startswith("<!--") and "-->" not in stripped[4:]:
+            in_comment = True
+        elif stripped.startswith("$$") and (stripped == "$$" or not stripped[2:].rstrip().endswith("$$")):
+            in_math = True
+        previous_blank = blank
+        position += len(line)
+    if position > chunk_start:
+        chunks.append((chunk_start, text[chunk_start:position]))
+    return chunks
+
+
+def front_matter(text: str) -> tuple[int, str | None]:
+    """Where the body starts after YAML front matter, and the title it gives."""
+    match = _FRONT_MATTER.match(text)
+    if match is None:
+        return 0, None
+    title = _FRONT_TITLE.search(match.group(1))
+    return match.end(), title.group("title").strip() if title else None
+
+
+class MarkdownProject:
+    """Parses Markdown manuscripts; keep one per process so its chunk cache serves every keystroke."""
+
+    def __init__(self) -> None:
+        self._parser = _make_parser()
+        self._cache: OrderedDict[tuple[str, bool], tuple[list[_Event], bool]] = OrderedDict()
+
+    def parse(self, sources: list[SourceFile]) -> Manuscript:
+        """One manuscript from one file, or from several read in order (a Manubot content/ folder)."""
+        assembler = ManuscriptAssembler(sources[0].uri)
+        for source in sources:
+            self._parse_file(source, assembler)
+        return assembler.finish()
+
+    def _parse_file(self, source: SourceFile, assembler: ManuscriptAssembler) -> None:
+        assembler.add_file(source)
+        body_start, title = front_matter(source.text)
+        if title:
+            assembler.title(title)
+        off = False
+        for offset, chunk in split_chunks(source.text, body_start):
+            events, off = self._chunk(chunk, off)
+            for event in events:
+                if isinstance(event, _Heading):
+                    assembler.heading(
+                        event.level, event.title, source, offset + event.start, offset + event.end
+                    )
+                else:
+                    assembler.paragraph(event.kind, event.text, event.offsets.rebased(offset), source)
+
+    def _chunk(self, chunk: str, off: bool) -> tuple[list[_Event], bool]:
+        key = (chunk, off)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        result = self._parse_chunk(chunk, off)
+        self._cache[key] = result
+        if len(self._cache) > _CACHE_ENTRIES:
+            self._cache.popitem(last=False)
+        return result
+
+    def _parse_chunk(self, chunk: str, off: bool) -> tuple[list[_Event], bool]:
+        events: list[_Event] = []
+        footnote = _FOOTNOTE_DEFINITION.match(chunk)
+        skip = footnote.end() if footnote else 0
+        body = chunk[skip:]
+        tokens = self._parser.parse(body)
+        line_starts = [0]
+        for line in body.splitlines(keepends=True):
+            line_starts.append(line_starts[-1] + len(line))
+        containers: list[str] = []
+        index = 0
+        while index < len(tokens):
+            token = tokens[index]
+            kind = token.type
+            if kind == "html_block":
+                off = self._switch(token.content, off)
+            elif off:
+                pass
+            elif kind in ("bullet_list_open", "ordered_list_open", "blockquote_open"):
+                containers.append(kind)
+            elif kind in ("bullet_list_close", "ordered_list_close", "blockquote_close") and containers:
+                containers.pop()
+            elif kind == "table_open":
+                index = self._close_of(tokens, index, "table_close")
+            elif kind in ("heading_open", "paragraph_open") and index + 1 < len(tokens):
+                inline = tokens[index + 1]
+                span = self._span(inline, line_starts, len(body))
+                if kind == "heading_open":
+                    builder = TextBuilder()
+                    InlineAligner(body, span[0], span[1], builder).walk(inline.children or [])
+                    title = builder.build()[0]
+                    events.append(_Heading(int(token.tag[1:]), title, skip + span[0], skip + span[1]))
+                else:
+                    paragraph = self._paragraph(inline, body, span, containers, footnote is not None)
+                    if paragraph is not None:
+                        text, offsets, paragraph_kind = paragraph
+                        events.append(_Paragraph(paragraph_kind, text, offsets.shifted(skip)))
+            index += 1
+        return events, off
+
+    @staticmethod
+    def _switch(html: str, off: bool) -> bool:
+        for match in _MARGIN_SWITCH.finditer(html):
+            off = match.group(1).lower() == "off"
+        return off
+
+    @staticmethod
+    def _close_of(tokens: list[Token], index: int, closing: str) -> int:
+        while index < len(tokens) and tokens[index].type != closing:
+            index += 1
+        return index
+
+    @staticmethod
+    def _span(inline: Token, line_starts: list[int], length: int) -> tuple[int, int]:
+        first, last = inline.map or (0, len(line_starts) - 1)
+        return line_starts[min(first, len(line_starts) - 1)], min(
+            line_starts[min(last, len(line_starts) - 1)], length
+        )
+
+    @staticmethod
+    def _paragraph(
+        inline: Token, body: str, span: tuple[int, int], containers: list[str], is_footnote: bool
+    ) -> tuple[str, OffsetMap, ParagraphKind] | None:
+        children = inline.children or []
+        builder = TextBuilder()
+        aligner = InlineAligner(body, span[0], span[1], builder)
+        # A paragraph that is one image (with pandoc attributes at most) is a figure; its alt text the caption.
+        substantive = [c for c in children if not (c.type == "text" and _ATTRIBUTES_ONLY.match(c.content))]
+        if is_footnote:
+            kind = ParagraphKind.FOOTNOTE
+        elif len(substantive) == 1 and substantive[0].type == "image":
+            aligner.walk_image_caption(substantive[0])
+            text, offsets = builder.build()
+            return (text, offsets, ParagraphKind.CAPTION) if has_words(text) else None
+            text, offsets = builder.build()
+            return (text, offsets, kind) if has_words(text) else None
+        elif _TABLE_CAPTION.match(inline.content):
+            kind = ParagraphKind.CAPTION
+        elif "bullet_list_open" in containers or "ordered_list_open" in containers:
+            kind = ParagraphKind.LIST_ITEM
+        elif "blockquote_open" in containers:
+            kind = ParagraphKind.QUOTE
+        else:
+            kind = ParagraphKind.PARAGRAPH
+        aligner.walk(children)
+        text, offsets = builder.build()
+        if kind == ParagraphKind.CAPTION:
+            caption = _TABLE_CAPTION.match(text)
+            if caption:
+                text, offsets = _drop_prefix(text, offsets, caption.end())
+        return (text, offsets, kind) if has_words(text) else None
+
+
+def _drop_prefix(text: str, offsets: OffsetMap, length: int) -> tuple[str, OffsetMap]:
+    builder = TextBuilder()
+    for segment in offsets.segments():
+        lo = max(segment.plain_start, length)
+        if lo >= segment.plain_end:
+            continue
+        piece = text[lo : segment.plain_end]
+        if segment.exact:
+            builder.copy(piece, segment.source_start + lo - segment.plain_start)
+        else:
+            builder.replace(piece, segment.source_start, segment.source_end)
+    return builder.build()
+
+
+def manubot_files(path: Path) -> list[Path] | None:
+    """The files of a Manubot manuscript that `path` belongs to: content/NN.name.md in filename order."""
+    folder = path if path.is_dir() else path.parent
+    if folder.name != "content":
+        return None
+    files = sorted(p for p in folder.glob("*.md") if re.match(r"^\d+\.", p.name))
+    if not files or (not path.is_dir() and path not in files):
+        return None
+    return files
