@@ -38,9 +38,12 @@ class SettingSpec:
                 )
                 if in_range:
                     return (int(value) if self.kind == "integer" else float(value)), None
-        elif self.kind == "string" and isinstance(value, str):
-            if self.choices is None or value in self.choices:
-                return value, None
+        elif (
+            self.kind == "string"
+            and isinstance(value, str)
+            and (self.choices is None or value in self.choices)
+        ):
+            return value, None
         return self.default, (
             f"Setting {SECTION}.{self.key} must be {expected}; got {value!r}. Using the default, {self.default!r}."
         )

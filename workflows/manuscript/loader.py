@@ -39,7 +39,7 @@ class ManuscriptLoader:
         root = find_root(source, self.provider)
         if root is not None:
             try:
-                root_source, warning = self.provider.load(root)
+                root_source, _warning = self.provider.load(root)
             except UnreadableFile:
                 return self.latex.parse(source)
             manuscript = self.latex.parse(root_source)

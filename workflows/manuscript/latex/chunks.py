@@ -202,10 +202,8 @@ class ChunkParser:
     def _read_argument(self, index: int, stop: int, kind: str) -> tuple[tuple[int, int] | None, int]:
         """Read one argument of shape `kind` at `index`: its token range and the index after it."""
         if kind == "*":
-            if index < stop and self.kinds[index] == TEXT and self.ends[index] - self.starts[index] == 1:
-                if self.text[self.starts[index]] == "*":
-                    return (index, index + 1), index + 1
-            return None, index
+            is_star = index < stop and self.kinds[index] == TEXT and self._token_text(index) == "*"
+            return ((index, index + 1), index + 1) if is_star else (None, index)
         probe = self._skip_space(index, stop)
         if probe >= stop:
             return None, index
@@ -470,7 +468,7 @@ class ChunkParser:
     def _inline(self, index: int, stop: int, builder: TextBuilder) -> int:
         kind = self.kinds[index]
         start, end = self.starts[index], self.ends[index]
-        if kind == TEXT or kind == BRACKET_OPEN or kind == BRACKET_CLOSE:
+        if kind in (TEXT, BRACKET_OPEN, BRACKET_CLOSE):
             builder.copy(self.text[start:end], start)
         elif kind == SPACE:
             builder.space(start, end)
