@@ -11,6 +11,9 @@ from margin.workflows.manuscript.source import SourceFile, normalize_uri
 from margin.workflows.manuscript.sources import SourceProvider
 
 _BINARY_SNIFF = 8192
+# Documents above this size get a parser (and lock) of their own, so a slow parse of a huge file in a worker
+# thread never holds up the keystroke path of ordinary documents.
+LARGE_DOCUMENT = 512 * 1024
 
 
 class NotAnalysable(Exception):
@@ -59,8 +62,9 @@ class Analyzer:
     def __init__(self, documents: DocumentIndex, max_bytes: int) -> None:
         self.documents = documents
         self.provider = SourceProvider(open_documents=documents.get, max_bytes=max_bytes)
-        self.loader = ManuscriptLoader(self.provider)
-        self._lock = threading.Lock()
+        self._loaders = {False: ManuscriptLoader(self.provider), True: ManuscriptLoader(self.provider)}
+        self._locks = {False: threading.Lock(), True: threading.Lock()}
+        self._state_lock = threading.Lock()
         self._generation = 0
         self._latest: dict[str, tuple[int, Manuscript]] = {}
 
@@ -74,7 +78,7 @@ class Analyzer:
 
     def changed(self) -> None:
         """Any document changed: manuscripts computed before are stale."""
-        with self._lock:
+        with self._state_lock:
             self._generation += 1
 
     def check(self, source: SourceFile) -> None:
@@ -93,16 +97,19 @@ class Analyzer:
         if source is None:
             raise NotAnalysable(f"{uri} is not open")
         self.check(source)
-        with self._lock:
-            key = normalize_uri(uri)
-            cached = self._latest.get(key)
-            if cached is not None and cached[0] == self._generation:
-                return cached[1]
+        key = normalize_uri(uri)
+        with self._state_lock:
             generation = self._generation
-            manuscript = self.loader.load(source, manuscript_format(source.display_name))
+            cached = self._latest.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        large = len(source.text) > LARGE_DOCUMENT
+        with self._locks[large]:
+            manuscript = self._loaders[large].load(source, manuscript_format(source.display_name))
+        with self._state_lock:
             self._latest[key] = (generation, manuscript)
-            return manuscript
+        return manuscript
 
     def forget(self, uri: str) -> None:
-        with self._lock:
+        with self._state_lock:
             self._latest.pop(normalize_uri(uri), None)

@@ -17,13 +17,11 @@ from pygls.protocol.language_server import lsp_method
 
 from . import __version__, logs
 from .diagnostics import document_diagnostics, hover_markdown
-from .documents import Analyzer, DocumentIndex, NotAnalysable
+from .documents import LARGE_DOCUMENT, Analyzer, DocumentIndex, NotAnalysable
 from .settings import DEFAULTS, SECTION, Settings, parse_settings
 
 log = logging.getLogger(f"{logs.LOGGER_NAME}.lsp")
 
-# Above this size a document is parsed in a worker thread so the event loop keeps answering the editor.
-_INLINE_PARSE_LIMIT = 512 * 1024
 _LOG_TYPES = {
     logging.ERROR: types.MessageType.Error,
     logging.WARNING: types.MessageType.Warning,
@@ -132,7 +130,7 @@ class MarginServer(LanguageServer):
         if source is None:
             return None
         try:
-            if len(source.text) > _INLINE_PARSE_LIMIT:
+            if len(source.text) > LARGE_DOCUMENT:  # parse off the event loop so the editor keeps its answers
                 manuscript = await asyncio.to_thread(self.analyzer.manuscript, uri)
             else:
                 manuscript = self.analyzer.manuscript(uri)

@@ -7,6 +7,7 @@ stops the server: it is reported by name and the default is used.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -167,3 +168,13 @@ def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
         if problem:
             problems.append(problem)
     return Settings(values), problems
+
+
+def markdown_table() -> str:
+    """The settings as the README documents them (a test keeps the README in step with this table)."""
+    rows = ["| setting | type | default | what it does |", "|---|---|---|---|"]
+    for spec in SETTINGS:
+        kind = " \\| ".join(f"`{choice}`" for choice in spec.choices) if spec.choices else spec.kind
+        default = json.dumps(spec.default)
+        rows.append(f"| `{SECTION}.{spec.key}` | {kind} | `{default}` | {spec.description} |")
+    return "\n".join(rows)

@@ -25,7 +25,7 @@ class ManuscriptAssembler:
             self.manuscript.title = title
 
     def heading(self, level: int, title: str, source: SourceFile, start: int, end: int) -> None:
-        section = Section(title=title, level=level, uri=source.uri, range=source.range(start, end))
+        section = Section(title=title, level=level, source=source, start=start, end=end)
         while self._open and self._open[-1].level >= level:
             self._open.pop()
         if self._open:
@@ -38,11 +38,23 @@ class ManuscriptAssembler:
         return tuple(section.title for section in self._open)
 
     def paragraph(
-        self, kind: ParagraphKind, text: str, offsets: OffsetMap, source: SourceFile, abstract: bool = False
+        self,
+        kind: ParagraphKind,
+        text: str,
+        offsets: OffsetMap,
+        source: SourceFile,
+        abstract: bool = False,
+        identifier: str | None = None,
     ) -> Paragraph:
+        """Add a paragraph; `identifier` is its id when the parser already computed it (cached with a chunk)."""
         section = (ABSTRACT,) if abstract else self.section_path()
         paragraph = Paragraph(
-            id=paragraph_id(text), kind=kind, section=section, source=source, text=text, offsets=offsets
+            id=identifier or paragraph_id(text),
+            kind=kind,
+            section=section,
+            source=source,
+            text=text,
+            offsets=offsets,
         )
         self.manuscript.paragraphs.append(paragraph)
         if abstract:

@@ -89,10 +89,20 @@ class Problem:
 class Section:
     title: str
     level: int
-    uri: str
-    range: Range
+    source: SourceFile
+    start: int
+    end: int
     children: list[Section] = field(default_factory=list)
     paragraphs: list[Paragraph] = field(default_factory=list)
+
+    @property
+    def uri(self) -> str:
+        return self.source.uri
+
+    @property
+    def range(self) -> Range:
+        """The heading's source range (computed on demand: most parses never need it)."""
+        return self.source.range(self.start, self.end)
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -169,6 +170,7 @@ def uri_to_path(uri: str) -> Path | None:
     return Path(unquote(parsed.path))
 
 
+@lru_cache(maxsize=4096)
 def normalize_uri(uri: str) -> str:
     """One spelling per file URI, so that editor URIs and paths we build compare equal."""
     path = uri_to_path(uri)

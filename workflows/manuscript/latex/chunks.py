@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 
-from ..model import CITATION, CODE, MATH, REFERENCE, URL, ParagraphKind
+from ..model import CITATION, CODE, MATH, REFERENCE, URL, ParagraphKind, paragraph_id
 from ..offsets import OffsetMap, TextBuilder
 from . import macros as m
 
@@ -79,6 +79,11 @@ class ParagraphEvent:
     text: str
     offsets: OffsetMap
     abstract: bool
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:  # computed once, then cached with the chunk
+            object.__setattr__(self, "id", paragraph_id(self.text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,23 +118,12 @@ def find_environment_end(text: str, start: int, name: str) -> int | None:
     """Offset just past the \\end{name} that closes an environment whose body starts at `start`."""
     depth = 1
     for match in _environment_boundary(name).finditer(text, start):
-        if m_is_escaped(text, match.start()):
+        if m.is_commented(text, match.start()):
             continue
         depth += 1 if match.group(1) == "begin" else -1
         if depth == 0:
             return match.end()
     return None
-
-
-def m_is_escaped(text: str, offset: int) -> bool:
-    """Whether the character at offset is inside a comment (a % earlier on its line that is not \\%)."""
-    line_start = text.rfind("\n", 0, offset) + 1
-    percent = text.find("%", line_start, offset)
-    while percent >= 0:
-        if percent == 0 or text[percent - 1] != "\\":
-            return True
-        percent = text.find("%", percent + 1, offset)
-    return False
 
 
 class ChunkParser:

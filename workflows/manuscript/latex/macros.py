@@ -478,17 +478,22 @@ def _read_bracket(text: str, start: int) -> tuple[str, int] | None:
     return text[index + 1 : end], end + 1
 
 
-def _commented(text: str, offset: int) -> bool:
+def is_commented(text: str, offset: int) -> bool:
+    """Whether the character at offset is inside a comment (a % earlier on its line that is not \\%)."""
     line_start = text.rfind("\n", 0, offset) + 1
-    prefix = text[line_start:offset]
-    return bool(re.search(r"(?<!\\)%", prefix))
+    percent = text.find("%", line_start, offset)
+    while percent >= 0:
+        if percent == 0 or text[percent - 1] != "\\":
+            return True
+        percent = text.find("%", percent + 1, offset)
+    return False
 
 
 def collect_user_macros(text: str) -> MacroTable:
     """Find the simple macro definitions in a file (\\newcommand and friends, \\def without delimiters)."""
     macros: dict[str, UserMacro] = {}
     for match in _DEFINITION.finditer(text):
-        if _commented(text, match.start()):
+        if is_commented(text, match.start()):
             continue
         name = match.group(1) or match.group(2) or match.group(3)
         position = match.end()

@@ -21,15 +21,16 @@ from .chunks import (
     TitleEvent,
     parse_chunk,
 )
-from .macros import MacroTable, collect_user_macros
+from .macros import MacroTable, collect_user_macros, is_commented
 
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _DOCUMENTCLASS = re.compile(r"^[ \t]*\\documentclass", re.M)
 _MAGIC_ROOT = re.compile(r"^[ \t]*%[ \t]*!TEX[ \t]+root[ \t]*=[ \t]*(\S.*?)[ \t]*$", re.M | re.I)
 _SUBFILES_ROOT = re.compile(r"\\documentclass[ \t]*\[([^\]]+)\][ \t]*\{subfiles\}")
+# A quick look for included files, before parsing, so their macro definitions are known. Commented-out
+# includes are filtered afterwards: a per-line "no % before" pattern would be far slower.
 _INCLUDE_HINT = re.compile(
-    r"^[^%\n]*?\\(?:input|include|subfile)[ \t]*\{([^}\n]+)\}|^[^%\n]*?\\(?:sub)?import\*?[ \t]*\{([^}\n]*)\}[ \t]*\{([^}\n]+)\}",
-    re.M,
+    r"\\(?:input|include|subfile)[ \t]*\{([^}\n]+)\}|\\(?:sub)?import\*?[ \t]*\{([^}\n]*)\}[ \t]*\{([^}\n]+)\}"
 )
 _MAX_INCLUDE_DEPTH = 16
 _CHUNK_CACHE_ENTRIES = 50_000
@@ -132,6 +133,8 @@ class LatexProject:
             if depth >= _MAX_INCLUDE_DEPTH or source.path is None:
                 continue
             for match in _INCLUDE_HINT.finditer(source.text):
+                if is_commented(source.text, match.start()):
+                    continue
                 target = match.group(1) or match.group(3)
                 directory = match.group(2)
                 path = self._resolve(root, source, target, directory)
@@ -208,7 +211,9 @@ class LatexProject:
         active: set[str],
     ) -> None:
         if isinstance(event, ParagraphEvent):
-            assembler.paragraph(event.kind, event.text, event.offsets.rebased(offset), source, event.abstract)
+            assembler.paragraph(
+                event.kind, event.text, event.offsets.rebased(offset), source, event.abstract, event.id
+            )
         elif isinstance(event, HeadingEvent):
             assembler.heading(event.level, event.title, source, offset + event.start, offset + event.end)
         elif isinstance(event, TitleEvent):

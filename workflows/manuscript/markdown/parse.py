@@ -19,7 +19,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from ..assemble import ManuscriptAssembler
 from ..latex.chunks import has_words
-from ..model import Manuscript, ParagraphKind
+from ..model import Manuscript, ParagraphKind, paragraph_id
 from ..offsets import OffsetMap, TextBuilder
 from ..source import SourceFile
 from .inline import InlineAligner
@@ -47,6 +47,7 @@ class _Paragraph:
     kind: ParagraphKind
     text: str
     offsets: OffsetMap
+    id: str
 
 
 _Event = _Heading | _Paragraph
@@ -146,7 +147,9 @@ class MarkdownProject:
                         event.level, event.title, source, offset + event.start, offset + event.end
                     )
                 else:
-                    assembler.paragraph(event.kind, event.text, event.offsets.rebased(offset), source)
+                    assembler.paragraph(
+                        event.kind, event.text, event.offsets.rebased(offset), source, identifier=event.id
+                    )
 
     def _chunk(self, chunk: str, off: bool) -> tuple[list[_Event], bool]:
         key = (chunk, off)
@@ -196,7 +199,9 @@ class MarkdownProject:
                     paragraph = self._paragraph(inline, body, span, containers, footnote is not None)
                     if paragraph is not None:
                         text, offsets, paragraph_kind = paragraph
-                        events.append(_Paragraph(paragraph_kind, text, offsets.shifted(skip)))
+                        events.append(
+                            _Paragraph(paragraph_kind, text, offsets.shifted(skip), paragraph_id(text))
+                        )
             index += 1
         return events, off
 
