@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lsprotocol import types
+
 from margin.workflows.manuscript.model import Manuscript, Paragraph, Problem, Severity
 from margin.workflows.manuscript.source import Range, normalize_uri
 from margin.workflows.readability import Readability, ReadabilityCache

@@ -7,13 +7,14 @@ import logging
 from typing import Any
 
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
 from margin.workflows import readability
 from margin.workflows.manuscript.model import Manuscript
 from margin.workflows.manuscript.source import Position, normalize_uri
 from margin.workflows.readability import ReadabilityCache
-from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.language_server import lsp_method
 
 from . import __version__, logs
 from .diagnostics import document_diagnostics, hover_markdown

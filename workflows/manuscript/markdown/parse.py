@@ -31,6 +31,9 @@ _FOOTNOTE_DEFINITION = re.compile(r"\A\[\^[^\]\s]+\]:[ \t]*")
 _TABLE_CAPTION = re.compile(r"^(?:Table)?:\s")
 _MARGIN_SWITCH = re.compile(r"<!--\s*margin:\s*(on|off)\s*-->", re.I)
 _ATTRIBUTES_ONLY = re.compile(r"^\s*(?:\{[^{}]*\}\s*)?$")
+# pandoc labels a display equation on its closing line ($$ {#eq:x}), which markdown-it's math rule does not
+# know; the label is blanked out (same length, so offsets hold) before parsing.
+_MATH_LABEL = re.compile(r"^([ \t]*\$\$)([ \t]*\{[^}\n]*\})[ \t]*$", re.M)
 _CACHE_ENTRIES = 20_000
 
 
@@ -96,12 +99,12 @@ def split_chunks(text: str, start: int) -> list[tuple[int, str]]:
         elif in_comment:
             in_comment = "-->" not in line
         elif in_math:
-            in_math = not stripped.endswith("$$")
+            in_math = "$$" not in stripped  # the closing line may carry pandoc attributes: $$ {#eq:x}
         elif fence_match:
             fence = fence_match.group(1)
         elif stripped.startswith("<!--") and "-->" not in stripped[4:]:
             in_comment = True
-        elif stripped.startswith("$$") and (stripped == "$$" or not stripped[2:].rstrip().endswith("$$")):
+        elif stripped.startswith("$$") and "$$" not in stripped[2:]:
             in_math = True
         previous_blank = blank
         position += len(line)
@@ -168,6 +171,8 @@ class MarkdownProject:
         footnote = _FOOTNOTE_DEFINITION.match(chunk)
         skip = footnote.end() if footnote else 0
         body = chunk[skip:]
+        if "$$" in body:
+            body = _MATH_LABEL.sub(lambda match: match.group(1) + " " * len(match.group(2)), body)
         tokens = self._parser.parse(body)
         line_starts = [0]
         for line in body.splitlines(keepends=True):
