@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -13,10 +15,10 @@ from margin.workflows.manuscript.sources import SourceProvider
 from margin.workflows.readability import ReadabilityCache
 
 from . import __version__
-from .render import CheckedParagraph, as_json, as_text, check
-from .settings import DEFAULTS, parse_settings
+from .render import CheckedParagraph, as_json, as_text, check, render_doctor
+from .settings import Settings, parse_settings
 
-EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, EXIT_NO_MODEL = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
         help="Flesch-Kincaid grade above which a paragraph is flagged",
     )
 
+    doctor = commands.add_parser("doctor", help="check which LLM endpoints and models answer, and the cache")
+    _llm_options(doctor)
+
     serve = commands.add_parser("serve", help="run the language server (stdio unless --tcp)")
     serve.add_argument("--tcp", action="store_true", help="listen on 127.0.0.1 instead of stdio")
     serve.add_argument("--port", type=int, default=2087)
@@ -48,12 +53,63 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _llm_options(command: argparse.ArgumentParser) -> None:
+    group = command.add_argument_group("models")
+    group.add_argument("--settings", type=Path, help="JSON file with margin settings (the editor's keys)")
+    group.add_argument("--endpoint", help='OpenAI-compatible base URL, or "auto"')
+    group.add_argument("--model", help="model name (default: the first the endpoint lists)")
+    group.add_argument("--no-cache", action="store_true", help="neither read nor write the model cache")
+
+
+class UsageError(Exception):
+    pass
+
+
+def _settings(arguments: argparse.Namespace) -> Settings:
+    """Settings for a CLI run: a settings file, then flags on top. Unusable values are reported on stderr."""
+    raw: dict[str, object] = {}
+    path: Path | None = getattr(arguments, "settings", None)
+    if path is not None:
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise UsageError(f"cannot read settings file {path}: {error}") from error
+        if not isinstance(loaded, dict):
+            raise UsageError(f"settings file {path} must hold a JSON object")
+        raw.update(loaded.get("margin", loaded))
+    flags = {
+        "llm.endpoint": getattr(arguments, "endpoint", None),
+        "llm.model": getattr(arguments, "model", None),
+        "readability.threshold": getattr(arguments, "threshold", None),
+    }
+    raw.update({key: value for key, value in flags.items() if value is not None})
+    if getattr(arguments, "no_cache", False):
+        raw["cache.enabled"] = False
+    settings, problems = parse_settings(raw)
+    for problem in problems:
+        print(f"margin: {problem}", file=sys.stderr)
+    return settings
+
+
+def _doctor(arguments: argparse.Namespace) -> int:
+    from margin.workflows.llm.doctor import diagnose
+    from margin.workflows.llm.embedded import stop_shared_server
+
+    settings = _settings(arguments)
+    try:
+        report = asyncio.run(diagnose(settings.llm_config()))
+    finally:
+        stop_shared_server()
+    print(render_doctor(report))
+    if not report.ok:
+        reason = report.endpoints[0].error if report.endpoints else "no endpoint configured"
+        print(f"margin: no usable LLM endpoint: {reason}", file=sys.stderr)
+        return EXIT_NO_MODEL
+    return EXIT_OK
+
+
 def _check(arguments: argparse.Namespace) -> int:
-    settings = DEFAULTS
-    if arguments.threshold is not None:
-        settings, problems = parse_settings({"readability.threshold": arguments.threshold})
-        for problem in problems:
-            print(f"margin: {problem}", file=sys.stderr)
+    settings = _settings(arguments)
     loader = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes))
     scores = ReadabilityCache()
     results: list[tuple[Manuscript, list[CheckedParagraph]]] = []
@@ -91,8 +147,14 @@ def main(argv: list[str] | None = None) -> int:
         arguments = parser.parse_args(argv)
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    if arguments.command == "check":
-        return _check(arguments)
+    try:
+        if arguments.command == "check":
+            return _check(arguments)
+        if arguments.command == "doctor":
+            return _doctor(arguments)
+    except UsageError as error:
+        print(f"margin: {error}", file=sys.stderr)
+        return EXIT_USAGE
     if arguments.command == "serve":
         return _serve(arguments)
     parser.print_usage(sys.stderr)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from margin.workflows.llm.doctor import DoctorReport
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 from margin.workflows.readability import Readability, ReadabilityCache, document_score
 
@@ -113,4 +114,34 @@ def as_text(manuscript: Manuscript, items: list[CheckedParagraph], settings: Set
         f"Document: FKGL {overall.fkgl:.1f}  CLI {overall.cli:.1f}  DCRS {overall.dcrs:.1f}; "
         f"{flagged} paragraph(s) above grade {settings.readability_threshold:g} (marked !)"
     )
+    return "\n".join(lines)
+
+
+def render_doctor(report: DoctorReport) -> str:
+    lines = ["margin doctor"]
+    for endpoint in report.endpoints:
+        who = ", ".join(endpoint.roles)
+        where = endpoint.base_url or "(not resolved)"
+        kind = " [embedded model]" if endpoint.embedded else ""
+        lines.append(f"  {who}: {where}{kind}")
+        if endpoint.error:
+            lines.append(f"    not usable: {endpoint.error}")
+            continue
+        lines.append(f"    model: {endpoint.model}  (listed: {', '.join(endpoint.models) or '-'})")
+        lines.append(f"    structured output: {endpoint.structured_mode or 'not negotiated'}")
+        if endpoint.round_trip_seconds is not None:
+            lines.append(
+                f"    round trip: {endpoint.round_trip_seconds * 1000:.0f} ms for one structured call"
+            )
+        if endpoint.warning:
+            lines.append(f"    warning: {endpoint.warning}")
+    if report.cache is None:
+        lines.append("  cache: off")
+    else:
+        cache = report.cache
+        lines.append(
+            f"  cache: {cache['path']} ({cache['entries']} answers, {cache['bytes'] / 2**20:.1f} of "
+            f"{cache['max_bytes'] / 2**20:.0f} MB)"
+        )
+    lines.append(f"  embedded model installed: {'yes' if report.embedded_installed else 'no'}")
     return "\n".join(lines)

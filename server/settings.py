@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from margin.workflows.llm.config import AUTO, EndpointConfig, LLMConfig, RoleRoute
+from margin.workflows.llm.types import ROLES, StructuredMode
 
 SECTION = "margin"
 
@@ -18,7 +22,7 @@ SECTION = "margin"
 @dataclass(frozen=True, slots=True)
 class SettingSpec:
     key: str
-    kind: str  # "boolean" | "number" | "integer" | "string"
+    kind: str  # "boolean" | "number" | "integer" | "string" | "object" (per-role routes)
     default: Any
     description: str
     minimum: float | None = None
@@ -45,6 +49,14 @@ class SettingSpec:
             and (self.choices is None or value in self.choices)
         ):
             return value, None
+        elif self.kind == "object" and isinstance(value, Mapping):
+            routes, problem = _role_routes(value)
+            if problem is None:
+                return routes, None
+            return (
+                self.default,
+                f"Setting {SECTION}.{self.key}: {problem}. Using the default, {self.default!r}.",
+            )
         return self.default, (
             f"Setting {SECTION}.{self.key} must be {expected}; got {value!r}. Using the default, {self.default!r}."
         )
@@ -57,8 +69,28 @@ class SettingSpec:
             if self.minimum is not None and self.maximum is not None:
                 return f"{noun} from {self.minimum:g} to {self.maximum:g}"
             return noun
+        if self.kind == "object":
+            return "an object mapping agent roles to {endpoint, model, apiKeyEnv}"
         return "true or false" if self.kind == "boolean" else "a string"
 
+
+_ROUTE_KEYS = ("endpoint", "model", "apiKeyEnv")
+
+
+def _role_routes(value: Mapping[str, Any]) -> tuple[dict[str, dict[str, str]], str | None]:
+    routes: dict[str, dict[str, str]] = {}
+    for role, route in value.items():
+        if role not in ROLES:
+            return {}, f"unknown agent role {role!r} (known: {', '.join(ROLES)})"
+        if not isinstance(route, Mapping) or any(key not in _ROUTE_KEYS for key in route):
+            return {}, f"the route for {role!r} must be an object with some of {', '.join(_ROUTE_KEYS)}"
+        if any(not isinstance(item, str) for item in route.values()):
+            return {}, f"the route for {role!r} must have string values"
+        routes[role] = dict(route)
+    return routes, None
+
+
+_STRUCTURED_MODES = tuple(mode.value for mode in StructuredMode)
 
 SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
@@ -90,6 +122,70 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Files larger than this many megabytes are not analysed; margin says so instead.",
         minimum=0.1,
         maximum=200,
+    ),
+    SettingSpec(
+        "llm.endpoint",
+        "string",
+        AUTO,
+        'OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, OpenAI...). "auto": a vLLM server at '
+        "http://localhost:8000/v1 if one answers, else the embedded small model if installed.",
+    ),
+    SettingSpec(
+        "llm.apiKeyEnv",
+        "string",
+        "",
+        "Name of the environment variable that holds the API key (the key itself never goes in settings).",
+    ),
+    SettingSpec("llm.model", "string", "", "Model name; empty: the first model the endpoint lists."),
+    SettingSpec("llm.temperature", "number", 0.2, "Sampling temperature.", minimum=0, maximum=2),
+    SettingSpec("llm.topP", "number", 1.0, "Nucleus sampling top_p.", minimum=0, maximum=1),
+    SettingSpec("llm.maxTokens", "integer", 1024, "Most tokens per answer.", minimum=16, maximum=65536),
+    SettingSpec(
+        "llm.timeoutSeconds", "number", 120.0, "Seconds to wait for one answer.", minimum=1, maximum=3600
+    ),
+    SettingSpec(
+        "llm.maxConcurrency",
+        "integer",
+        8,
+        "Most requests in flight to one endpoint, shared by all documents and pipelines.",
+        minimum=1,
+        maximum=512,
+    ),
+    SettingSpec(
+        "llm.structuredOutput",
+        "string",
+        "auto",
+        "How to ask for JSON: auto negotiates per endpoint (json_schema, then json_object, then plain text).",
+        choices=_STRUCTURED_MODES,
+    ),
+    SettingSpec(
+        "llm.retries",
+        "integer",
+        3,
+        "Retries after a rate limit, server error or timeout.",
+        minimum=0,
+        maximum=10,
+    ),
+    SettingSpec(
+        "llm.roles",
+        "object",
+        {},
+        'Per-role routing, e.g. {"reader": {"endpoint": "http://localhost:8001/v1", "model": "small"}}; '
+        "roles not named use the default endpoint and model.",
+    ),
+    SettingSpec(
+        "cache.enabled", "boolean", True, "Keep model answers in a persistent cache keyed by content."
+    ),
+    SettingSpec(
+        "cache.maxSizeMB",
+        "number",
+        256.0,
+        "Size bound of the cache; least recently used answers go first.",
+        minimum=1,
+        maximum=100_000,
+    ),
+    SettingSpec(
+        "cache.path", "string", "", "Cache file; empty: llm-cache.sqlite3 in the user cache directory."
     ),
     SettingSpec(
         "logLevel",
@@ -128,6 +224,37 @@ class Settings:
     @property
     def log_level(self) -> str:
         return str(self.values["logLevel"])
+
+    def llm_config(self) -> LLMConfig:
+        """The LLM layer's configuration from these settings."""
+        values = self.values
+        default = EndpointConfig(
+            base_url=values["llm.endpoint"] or AUTO,
+            api_key_env=values["llm.apiKeyEnv"] or None,
+            model=values["llm.model"] or None,
+            temperature=float(values["llm.temperature"]),
+            top_p=float(values["llm.topP"]),
+            max_tokens=int(values["llm.maxTokens"]),
+            timeout=float(values["llm.timeoutSeconds"]),
+            max_concurrency=int(values["llm.maxConcurrency"]),
+            structured_mode=StructuredMode(values["llm.structuredOutput"]),
+        )
+        roles = {
+            role: RoleRoute(
+                base_url=route.get("endpoint") or None,
+                model=route.get("model") or None,
+                api_key_env=route.get("apiKeyEnv") or None,
+            )
+            for role, route in values["llm.roles"].items()
+        }
+        return LLMConfig(
+            default=default,
+            roles=roles,
+            cache_enabled=bool(values["cache.enabled"]),
+            cache_path=Path(values["cache.path"]).expanduser() if values["cache.path"] else None,
+            cache_max_bytes=int(float(values["cache.maxSizeMB"]) * 1024 * 1024),
+            retries=int(values["llm.retries"]),
+        )
 
 
 DEFAULTS = Settings({spec.key: spec.default for spec in SETTINGS})

@@ -1,0 +1,414 @@
+"""The one way pipelines call models: routed per role, negotiated, validated, retried, cached and accounted.
+
+`await llm.complete(Request(...))` returns a Completion or raises LLMError, a typed failure the pipeline
+decides about. Cancelling the awaiting task closes the HTTP request, which makes vLLM abort the generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import openai
+
+from .cache import ResponseCache, cache_key
+from .config import EndpointConfig, LLMConfig
+from .endpoints import Endpoint, EndpointPool
+from .structured import extract_json, schema_instructions, validation_error
+from .types import (
+    NEGOTIATION_ORDER,
+    ROLE_HEADER,
+    Completion,
+    FailureKind,
+    LLMError,
+    Priority,
+    Request,
+    StructuredMode,
+    Usage,
+)
+
+log = logging.getLogger("margin.llm")
+
+_RETRY_AFTER_CAP = 30.0
+_BACKOFF_BASE = 0.5
+_BACKOFF_CAP = 8.0
+_CONTINUATIONS = 2  # a plain-text answer cut off by max_tokens is continued at most this often
+_FORMAT_REJECTION_STATUSES = frozenset({400, 415, 422, 500, 501})
+_runs: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("margin_llm_runs", default=())
+
+
+class _FormatRejected(Exception):
+    """The endpoint refused the response_format we sent: try the next structured-output mode."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class LLMClient:
+    def __init__(self, config: LLMConfig | None = None, cache: ResponseCache | None = None) -> None:
+        self.config = config or LLMConfig()
+        self.cache = cache
+        if self.cache is None and self.config.cache_enabled:
+            self.cache = ResponseCache(self.config.cache_path, self.config.cache_max_bytes)
+        self.pool = EndpointPool()
+        self.usage = Usage()
+
+    async def close(self) -> None:
+        await self.pool.close()
+        if self.cache is not None:
+            self.cache.close()
+
+    # -- accounting ---------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def measure(self) -> Iterator[Usage]:
+        """Count the calls made inside this block (and in tasks it starts) into a Usage of their own."""
+        usage = Usage()
+        token = _runs.set((*_runs.get(), usage))
+        started = time.perf_counter()
+        try:
+            yield usage
+        finally:
+            usage.wall_seconds = time.perf_counter() - started
+            _runs.reset(token)
+
+    def _record(self, role: str, completion: Completion | None, failed: bool = False) -> None:
+        for usage in (self.usage, *_runs.get()):
+            usage.record(role, completion, failed)
+
+    def _count(self, field: str) -> None:
+        for usage in (self.usage, *_runs.get()):
+            setattr(usage, field, getattr(usage, field) + 1)
+
+    # -- the call -----------------------------------------------------------------------------------------------
+
+    async def complete(self, request: Request) -> Completion:
+        try:
+            completion = await self._complete(request)
+        except LLMError as failure:
+            failure.role = failure.role or request.role
+            self._record(request.role, None, failed=True)
+            log.info("model call failed: %s", failure)
+            raise
+        self._record(request.role, completion)
+        return completion
+
+    async def _complete(self, request: Request) -> Completion:
+        config = self.config.endpoint_for(request.role)
+        endpoint = await self.pool.get(config)
+        model = await endpoint.model_for(config.model)
+        messages = _with_schema(request)
+        parameters = {
+            "temperature": config.temperature if request.temperature is None else request.temperature,
+            "top_p": config.top_p,
+            "max_tokens": request.max_tokens or config.max_tokens,
+        }
+        key = cache_key(model, request.role, messages, parameters, request.schema)
+        cached = await self._cached(key, request, model)
+        if cached is not None:
+            return cached
+        answer, mode = await self._generate(endpoint, config, model, request, messages, parameters)
+        data = None
+        if request.schema is not None:
+            answer, data = await self._validated(
+                endpoint, config, model, request, messages, parameters, answer, mode
+            )
+        elif not answer.text.strip():
+            raise LLMError(FailureKind.EMPTY, "the model answered with no text", request.role)
+        completion = Completion(
+            text=answer.text,
+            model=model,
+            role=request.role,
+            data=data,
+            finish_reason=answer.finish_reason,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            mode=mode,
+        )
+        if self.cache is not None:
+            entry = {"text": answer.text, "finish_reason": answer.finish_reason, "model": model}
+            await asyncio.to_thread(self.cache.put, key, entry)
+        return completion
+
+    async def _cached(self, key: str, request: Request, model: str) -> Completion | None:
+        if self.cache is None:
+            return None
+        entry = await asyncio.to_thread(self.cache.get, key)
+        if entry is None or not isinstance(entry.get("text"), str):
+            return None
+        data = None
+        if request.schema is not None:
+            try:
+                data = extract_json(entry["text"])
+            except ValueError:
+                return None
+            if validation_error(data, request.schema) is not None:
+                return None  # the schema changed since: ask again
+        return Completion(
+            text=entry["text"],
+            model=model,
+            role=request.role,
+            data=data,
+            finish_reason=str(entry.get("finish_reason", "stop")),
+            cached=True,
+        )
+
+    async def _generate(
+        self,
+        endpoint: Endpoint,
+        config: EndpointConfig,
+        model: str,
+        request: Request,
+        messages: list[dict[str, str]],
+        parameters: dict[str, Any],
+    ) -> tuple[_Answer, StructuredMode | None]:
+        """One answer, negotiating the structured-output mode with the endpoint if it is not known yet."""
+        if request.schema is None:
+            return await self._plain_text(endpoint, config, model, request, messages, parameters), None
+        modes = [endpoint.mode] if endpoint.mode is not None else list(NEGOTIATION_ORDER)
+        for index, mode in enumerate(modes):
+            negotiating = endpoint.mode is None and index < len(modes) - 1
+            try:
+                answer = await self._send(
+                    endpoint, config, model, request, messages, parameters, mode, negotiating
+                )
+            except _FormatRejected:
+                log.info("%s does not accept %s output; trying the next mode", endpoint.base_url, mode.value)
+                continue
+            if answer.finish_reason == "length":
+                bigger = dict(parameters, max_tokens=int(parameters["max_tokens"]) * 2)
+                answer = await self._send(endpoint, config, model, request, messages, bigger, mode, False)
+                if answer.finish_reason == "length":
+                    raise LLMError(
+                        FailureKind.TRUNCATED,
+                        f"the answer was cut off at {bigger['max_tokens']} tokens (raise margin.llm.maxTokens)",
+                        request.role,
+                    )
+            if endpoint.mode is None:
+                endpoint.mode = mode
+                log.info("%s accepts %s structured output", endpoint.base_url, mode.value)
+            return answer, mode
+        raise LLMError(FailureKind.REJECTED, f"{endpoint.base_url} refused every structured-output mode")
+
+    async def _plain_text(
+        self,
+        endpoint: Endpoint,
+        config: EndpointConfig,
+        model: str,
+        request: Request,
+        messages: list[dict[str, str]],
+        parameters: dict[str, Any],
+    ) -> _Answer:
+        answer = await self._send(endpoint, config, model, request, messages, parameters, None, False)
+        parts = [answer.text]
+        prompt_tokens, completion_tokens = answer.prompt_tokens, answer.completion_tokens
+        for _ in range(_CONTINUATIONS):
+            if answer.finish_reason != "length":
+                break
+            # Cut off by max_tokens: ask the model to go on from where it stopped.
+            continued = [
+                *messages,
+                {"role": "assistant", "content": "".join(parts)},
+                {
+                    "role": "user",
+                    "content": "Continue exactly where you stopped, without repeating anything.",
+                },
+            ]
+            answer = await self._send(endpoint, config, model, request, continued, parameters, None, False)
+            parts.append(answer.text)
+            prompt_tokens += answer.prompt_tokens
+            completion_tokens += answer.completion_tokens
+        if answer.finish_reason == "length":
+            raise LLMError(
+                FailureKind.TRUNCATED, "the answer was still cut off after continuing", request.role
+            )
+        return _Answer("".join(parts), answer.finish_reason, prompt_tokens, completion_tokens)
+
+    async def _validated(
+        self,
+        endpoint: Endpoint,
+        config: EndpointConfig,
+        model: str,
+        request: Request,
+        messages: list[dict[str, str]],
+        parameters: dict[str, Any],
+        answer: _Answer,
+        mode: StructuredMode | None,
+    ) -> tuple[_Answer, Any]:
+        """Parse and validate; on failure one repair request that quotes the error, then a typed failure."""
+        assert request.schema is not None
+        data, problem = _parse(answer.text, request.schema)
+        if problem is None:
+            return answer, data
+        self._count("repairs")
+        log.info("%s answer unusable (%s); asking once for a repair", request.role, problem)
+        repair = [
+            *messages,
+            {"role": "assistant", "content": answer.text[:4000]},
+            {
+                "role": "user",
+                "content": f"That answer cannot be used: {problem}. Reply again with only the corrected JSON.",
+            },
+        ]
+        fixed = await self._send(endpoint, config, model, request, repair, parameters, mode, False)
+        data, second_problem = _parse(fixed.text, request.schema)
+        if second_problem is not None:
+            kind = FailureKind.TRUNCATED if fixed.finish_reason == "length" else FailureKind.INVALID_OUTPUT
+            raise LLMError(kind, f"{second_problem} (after one repair request)", request.role)
+        combined = replace(
+            fixed,
+            prompt_tokens=fixed.prompt_tokens + answer.prompt_tokens,
+            completion_tokens=fixed.completion_tokens + answer.completion_tokens,
+        )
+        return combined, data
+
+    async def _send(
+        self,
+        endpoint: Endpoint,
+        config: EndpointConfig,
+        model: str,
+        request: Request,
+        messages: list[dict[str, str]],
+        parameters: dict[str, Any],
+        mode: StructuredMode | None,
+        negotiating: bool,
+    ) -> _Answer:
+        """One HTTP request, with bounded retries and backoff; the limiter slot is not held while waiting."""
+        arguments: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "extra_headers": {ROLE_HEADER: request.role},
+            **parameters,
+        }
+        if mode is StructuredMode.JSON_SCHEMA:
+            arguments["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.schema_name, "schema": request.schema, "strict": True},
+            }
+        elif mode is StructuredMode.JSON_OBJECT:
+            arguments["response_format"] = {"type": "json_object", "schema": request.schema}
+        attempts = self.config.retries + 1
+        for attempt in range(1, attempts + 1):
+            delay: float | None = None
+            try:
+                async with endpoint.limiter.slot(request.priority):
+                    self._count("requests")
+                    response = await asyncio.wait_for(
+                        endpoint.client.chat.completions.create(**arguments),
+                        timeout=config.timeout,
+                    )
+                return _answer_of(response)
+            except TimeoutError as error:
+                failure = LLMError(
+                    FailureKind.TIMEOUT, f"no answer within {config.timeout:g} s", request.role
+                )
+                failure.__cause__ = error
+            except openai.APITimeoutError as error:
+                failure = LLMError(
+                    FailureKind.TIMEOUT, f"no answer within {config.timeout:g} s", request.role
+                )
+                failure.__cause__ = error
+            except openai.APIConnectionError as error:
+                failure = LLMError(
+                    FailureKind.UNAVAILABLE, f"cannot reach {endpoint.base_url}: {error}", request.role
+                )
+                failure.__cause__ = error
+            except openai.APIStatusError as error:
+                status = error.status_code
+                if negotiating and status in _FORMAT_REJECTION_STATUSES:
+                    raise _FormatRejected from error
+                if status == 429:
+                    failure = LLMError(
+                        FailureKind.RATE_LIMITED, "the endpoint is rate limiting", request.role
+                    )
+                    delay = _retry_after(error)
+                elif status >= 500:
+                    failure = LLMError(
+                        FailureKind.SERVER_ERROR, f"HTTP {status}: {_message(error)}", request.role
+                    )
+                    delay = _retry_after(error)
+                else:
+                    raise LLMError(
+                        FailureKind.REJECTED, f"HTTP {status}: {_message(error)}", request.role
+                    ) from error
+            failure.attempts = attempt
+            if attempt == attempts:
+                raise failure
+            self._count("retries")
+            wait = delay if delay is not None else min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** (attempt - 1))
+            wait *= random.uniform(0.9, 1.1)
+            log.info("%s; retrying in %.1f s (attempt %d of %d)", failure, wait, attempt + 1, attempts)
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+
+def _with_schema(request: Request) -> list[dict[str, str]]:
+    """The messages to send: the schema instructions join the system prompt, which stays first and stable."""
+    messages = [dict(message) for message in request.messages]
+    if request.schema is None:
+        return messages
+    instructions = schema_instructions(request.schema)
+    if messages and messages[0].get("role") == "system":
+        messages[0]["content"] = messages[0]["content"].rstrip() + "\n\n" + instructions
+    else:
+        messages.insert(0, {"role": "system", "content": instructions})
+    return messages
+
+
+def _parse(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
+    try:
+        data = extract_json(text)
+    except ValueError as error:
+        return None, str(error)
+    problem = validation_error(data, schema)
+    return (data, None) if problem is None else (None, f"the JSON does not match the schema {problem}")
+
+
+def _answer_of(response: Any) -> _Answer:
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        return _Answer("", "stop", 0, 0)
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    text = getattr(message, "content", None) or ""
+    usage = getattr(response, "usage", None)
+    return _Answer(
+        text=text,
+        finish_reason=str(getattr(choice, "finish_reason", None) or "stop"),
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+    )
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    value = error.response.headers.get("retry-after") if error.response is not None else None
+    if value is None:
+        return None
+    try:
+        return max(0.0, min(float(value), _RETRY_AFTER_CAP))
+    except ValueError:
+        return None
+
+
+def _message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:300]
+    return str(error)[:300]
+
+
+__all__ = ["Completion", "LLMClient", "LLMError", "Priority", "Request"]

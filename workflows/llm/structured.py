@@ -1,0 +1,80 @@
+"""Structured output on our side: tolerant JSON extraction and schema validation with readable errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+
+
+def schema_instructions(schema: dict[str, Any]) -> str:
+    """The text that tells a model the shape of its answer (kept stable, so it sits in the cached prefix)."""
+    return (
+        "Answer with one JSON value and nothing else: no prose before or after it, no code fences. "
+        "It must match this JSON Schema:\n" + json.dumps(schema, indent=1, sort_keys=True)
+    )
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The JSON object or array that opens at text[start], found by bracket matching outside strings."""
+    opener = text[start]
+    closer = "}" if opener == "{" else "]"
+    depth = 0
+    in_string = False
+    escaped = False
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[start : index + 1] if char == closer else None
+    return None
+
+
+def extract_json(text: str) -> Any:
+    """The JSON a model answered, even when wrapped in prose or code fences. Raises ValueError."""
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("the answer is empty")
+    candidates = [stripped]
+    candidates.extend(match.group(1).strip() for match in _FENCE.finditer(text))
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            pass
+    for match in re.finditer(r"[{\[]", text):
+        block = _balanced(text, match.start())
+        if block is None:
+            continue
+        try:
+            return json.loads(block)
+        except ValueError:
+            continue
+    raise ValueError("the answer contains no parseable JSON")
+
+
+def validation_error(data: Any, schema: dict[str, Any]) -> str | None:
+    """A one-line description of how `data` breaks `schema`, or None when it conforms."""
+    error = best_match(Draft202012Validator(schema).iter_errors(data))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "the top level"
+    return f"at {where}: {error.message}"

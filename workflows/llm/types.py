@@ -1,0 +1,163 @@
+"""What pipelines hand to the LLM layer and what they get back, including its typed failures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from typing import Any
+
+# Sent with every request so logs, proxies and the scripted test endpoint can tell agent roles apart.
+ROLE_HEADER = "X-Margin-Role"
+
+ROLES: tuple[str, ...] = (
+    # SWIF2T focused feedback
+    "planner",
+    "controller",
+    "investigator",
+    "reviewer",
+    "judge",
+    # JRE-L lay articles
+    "journalist",
+    "reader",
+    "editor",
+    # Society of Medical Simplifiers
+    "layperson",
+    "expert",
+    "simplifier",
+    "clarifier",
+    "redundancy_checker",
+    "selector",
+    # AgentSimp
+    "director",
+    "analyst",
+    "supervisor",
+    "metaphor_analyst",
+    "terminology_interpreter",
+    "integrator",
+    "architect",
+    "proofreader",
+    # margin's own checks
+    "doctor",
+)
+
+
+class Priority(IntEnum):
+    """Lower goes first: an action the user just picked waits for no background review."""
+
+    INTERACTIVE = 0
+    BACKGROUND = 1
+
+
+class StructuredMode(StrEnum):
+    AUTO = "auto"
+    JSON_SCHEMA = "json_schema"  # response_format json_schema: vLLM >= 0.12, llama.cpp's llama-server, OpenAI
+    JSON_OBJECT = "json_object"  # response_format json_object with a schema: llama-cpp-python's server
+    TEXT = "text"  # no constraint: the schema is in the prompt and JSON is extracted tolerantly
+
+
+NEGOTIATION_ORDER = (StructuredMode.JSON_SCHEMA, StructuredMode.JSON_OBJECT, StructuredMode.TEXT)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One model call. `messages` put stable text first (system prompt, schema, shared context) for vLLM's
+    prefix cache; `schema` asks for JSON matching it; `schema_name` names it for the endpoint."""
+
+    role: str
+    messages: tuple[dict[str, str], ...]
+    schema: dict[str, Any] | None = None
+    schema_name: str = "answer"
+    priority: Priority = Priority.BACKGROUND
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    model: str
+    role: str
+    data: Any = None  # the validated JSON when the request had a schema
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    mode: StructuredMode | None = None
+
+
+class FailureKind(StrEnum):
+    UNAVAILABLE = "unavailable"  # nothing answers at the endpoint
+    TIMEOUT = "timeout"
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    REJECTED = "rejected"  # the endpoint refused the request (4xx)
+    TRUNCATED = "truncated"  # finish_reason "length" and no room to finish
+    INVALID_OUTPUT = "invalid_output"  # no JSON, or JSON that breaks the schema, even after one repair
+    EMPTY = "empty"
+
+
+class LLMError(Exception):
+    """A typed failure of a model call. Pipelines catch this; it never reaches the editor."""
+
+    def __init__(self, kind: FailureKind, message: str, role: str = "", attempts: int = 1) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.role = role
+        self.attempts = attempts
+
+    def __str__(self) -> str:
+        prefix = f"{self.role}: " if self.role else ""
+        return f"{prefix}{self.kind.value}: {self.args[0]}"
+
+
+@dataclass
+class Usage:
+    """What a run cost: network calls, cache hits, tokens, failures and wall time, overall and per role."""
+
+    calls: int = 0  # answers that came from a model (a repaired answer is one call)
+    requests: int = 0  # HTTP requests sent, counting retries, repairs and format negotiation
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0
+    repairs: int = 0
+    retries: int = 0
+    wall_seconds: float = 0.0
+    by_role: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def record(self, role: str, completion: Completion | None, failed: bool = False) -> None:
+        counts = self.by_role.setdefault(role, {"calls": 0, "cache_hits": 0, "tokens": 0, "failures": 0})
+        if failed:
+            self.failures += 1
+            counts["failures"] += 1
+            return
+        assert completion is not None
+        if completion.cached:
+            self.cache_hits += 1
+            counts["cache_hits"] += 1
+            return
+        self.calls += 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        counts["calls"] += 1
+        counts["tokens"] += completion.prompt_tokens + completion.completion_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "requests": self.requests,
+            "cache_hits": self.cache_hits,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "failures": self.failures,
+            "repairs": self.repairs,
+            "retries": self.retries,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "by_role": self.by_role,
+        }
+
+    def summary(self) -> str:
+        return (
+            f"{self.calls} model calls ({self.requests} HTTP requests), {self.cache_hits} cache hits, {self.prompt_tokens} prompt + "
+            f"{self.completion_tokens} completion tokens, {self.failures} failures, {self.wall_seconds:.1f} s"
+        )
