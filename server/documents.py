@@ -81,22 +81,24 @@ class Analyzer:
         with self._state_lock:
             self._generation += 1
 
-    def check(self, source: SourceFile) -> None:
-        if len(source.text) > self.max_bytes:
-            size = len(source.text.encode("utf-8", errors="replace")) / 1e6
-            raise NotAnalysable(
-                f"{source.display_name} is {size:.1f} MB; margin analyses files up to "
-                f"{self.max_bytes / 1e6:.0f} MB (setting margin.maxFileSizeMB)"
-            )
+    @staticmethod
+    def check(source: SourceFile, max_bytes: int) -> None:
+        if len(source.text) > max_bytes:
+            size = len(source.text.encode("utf-8", errors="replace"))
+            if size > max_bytes:
+                raise NotAnalysable(
+                    f"{source.display_name} is {size / 2**20:.2f} MB; margin analyses files up to "
+                    f"{max_bytes / 2**20:.3g} MB (setting margin.maxFileSizeMB)"
+                )
         if "\x00" in source.text[:_BINARY_SNIFF]:
             raise NotAnalysable(f"{source.display_name} looks like a binary file, not a manuscript")
 
-    def manuscript(self, uri: str) -> Manuscript:
+    def manuscript(self, uri: str, max_bytes: int) -> Manuscript:
         """The manuscript of an open document, at the documents' current versions. Raises NotAnalysable."""
         source = self.documents.get(uri)
         if source is None:
             raise NotAnalysable(f"{uri} is not open")
-        self.check(source)
+        self.check(source, max_bytes)
         key = normalize_uri(uri)
         with self._state_lock:
             generation = self._generation

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
+from pygls.workspace import TextDocument, Workspace
 
 from margin.workflows import readability
 from margin.workflows.manuscript.model import Manuscript
@@ -38,7 +41,40 @@ class MarginProtocol(LanguageServerProtocol):
         # take the client's first preference (Neovim offers UTF-8 first).
         if params.capabilities.general is not None:
             params.capabilities.general.position_encodings = None
-        return (yield from super().lsp_initialize(params))
+        result = yield from super().lsp_initialize(params)
+        # Documents open only after initialize; from then on they count lines as LSP does.
+        self._workspace.__class__ = LspLinesWorkspace
+        return result
+
+
+_LSP_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+class LspLinesDocument(TextDocument):
+    """pygls splits lines with str.splitlines, which also breaks at form feeds, U+2028 and U+0085; LSP breaks
+    lines only at \\n, \\r\\n and \\r, so ranged edits from the client would land in the wrong place."""
+
+    @property
+    def lines(self) -> Sequence[str]:
+        return tuple(match.group() for match in _LSP_LINE.finditer(self.source))
+
+
+class LspLinesWorkspace(Workspace):
+    def _create_text_document(
+        self,
+        doc_uri: str,
+        source: str | None = None,
+        version: int | None = None,
+        language_id: str | None = None,
+    ) -> TextDocument:
+        return LspLinesDocument(
+            doc_uri,
+            source=source,
+            version=version,
+            language_id=language_id,
+            sync_kind=self._sync_kind,
+            position_codec=self._position_codec,
+        )
 
 
 class MarginServer(LanguageServer):
@@ -83,15 +119,17 @@ class MarginServer(LanguageServer):
     # -- settings -----------------------------------------------------------------------------------------------
 
     def apply_global_settings(self, raw: Any) -> None:
+        """Settings for the whole server (initializationOptions, or a push from a client without
+        workspace/configuration): they also set the log level and the size limit for files read from disk."""
         settings, problems = parse_settings(raw)
         self.global_settings = settings
-        self._after_settings(settings, problems)
-
-    def _after_settings(self, settings: Settings, problems: list[str]) -> None:
-        for problem in problems:
-            self.tell_user(problem)
+        self._report(problems)
         logs.set_level(settings.log_level)
         self.analyzer.max_bytes = settings.max_file_bytes
+
+    def _report(self, problems: list[str]) -> None:
+        for problem in problems:
+            self.tell_user(problem)
 
     async def settings_for(self, uri: str) -> Settings:
         """Settings in force for a document: workspace/configuration scoped to it when the client has it."""
@@ -111,8 +149,9 @@ class MarginServer(LanguageServer):
                     timeout=5,
                 )
                 if answer and answer[0] is not None:
+                    # Scoped to this document only: nothing here changes other documents' behaviour.
                     settings, problems = parse_settings(answer[0])
-                    self._after_settings(settings, problems)
+                    self._report(problems)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # a client that fails this request still gets diagnostics
@@ -125,16 +164,17 @@ class MarginServer(LanguageServer):
 
     # -- analysis -----------------------------------------------------------------------------------------------
 
-    async def manuscript(self, uri: str) -> Manuscript | None:
+    async def manuscript(self, uri: str, settings: Settings) -> Manuscript | None:
         """The manuscript for a document, or None (after telling the user once) when it is not analysable."""
         source = self.documents.get(uri)
         if source is None:
             return None
+        limit = settings.max_file_bytes
         try:
             if len(source.text) > LARGE_DOCUMENT:  # parse off the event loop so the editor keeps its answers
-                manuscript = await asyncio.to_thread(self.analyzer.manuscript, uri)
+                manuscript = await asyncio.to_thread(self.analyzer.manuscript, uri, limit)
             else:
-                manuscript = self.analyzer.manuscript(uri)
+                manuscript = self.analyzer.manuscript(uri, limit)
         except NotAnalysable as reason:
             key = normalize_uri(uri)
             if key not in self._reported:
@@ -150,7 +190,7 @@ class MarginServer(LanguageServer):
 
     async def diagnostics(self, uri: str) -> list[types.Diagnostic]:
         settings = await self.settings_for(uri)
-        manuscript = await self.manuscript(uri)
+        manuscript = await self.manuscript(uri, settings)
         if manuscript is None:
             return []
         return document_diagnostics(manuscript, uri, settings, self.scores)
@@ -241,7 +281,7 @@ async def on_pull_diagnostics(
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 async def on_hover(ls: MarginServer, params: types.HoverParams) -> types.Hover | None:
     uri = params.text_document.uri
-    manuscript = await ls.manuscript(uri)
+    manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
     if manuscript is None:
         return None
     position = Position(params.position.line, params.position.character)

@@ -216,7 +216,7 @@ class ChunkParser:
             return None, index
         if token == OPEN:
             close = min(self.partner[probe], stop)
-            return (probe + 1, close), close + 1
+            return (probe + 1, close), min(close + 1, stop)  # an unclosed group ends with the chunk
         if token == TEXT and self.ends[probe] - self.starts[probe] == 1:
             return (probe, probe + 1), probe + 1
         if token in (MACRO, TILDE, DASH, QUOTE, BRACKET_OPEN, BRACKET_CLOSE):
@@ -236,6 +236,8 @@ class ChunkParser:
         return self.text[self.starts[argument[0]] : self.ends[argument[1] - 1]]
 
     def _end_offset(self, index: int) -> int:
+        """Source offset where token `index` starts, i.e. where the previous token ends."""
+        index = min(index, self.count)
         return self.ends[index - 1] if index > 0 else 0
 
     # -- paragraphs ---------------------------------------------------------------------------------------------
