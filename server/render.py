@@ -8,6 +8,7 @@ from pathlib import Path
 
 from margin.workflows.llm.doctor import DoctorReport
 from margin.workflows.manuscript.model import Manuscript, Paragraph
+from margin.workflows.manuscript.source import uri_to_path
 from margin.workflows.readability import Readability, ReadabilityCache, document_score
 
 from .diagnostics import is_hard_to_read
@@ -28,6 +29,11 @@ def check(manuscript: Manuscript, settings: Settings, scores: ReadabilityCache) 
         flagged = settings.readability_enabled and is_hard_to_read(paragraph_scores, settings)
         checked.append(CheckedParagraph(paragraph, paragraph_scores, flagged))
     return checked
+
+
+def _file_of(uri: str) -> str:
+    path = uri_to_path(uri)
+    return _relative(str(path)) if path is not None else uri
 
 
 def _relative(name: str) -> str:
@@ -72,7 +78,11 @@ def as_json(results: list[tuple[Manuscript, list[CheckedParagraph]]], errors: li
                 "paragraphs": len(items),
                 "readability": {"fkgl": overall.fkgl, "cli": overall.cli, "dcrs": overall.dcrs},
                 "problems": [
-                    {"file": problem.uri, "range": problem.range.to_json(), "message": problem.message}
+                    {
+                        "file": _file_of(problem.uri),
+                        "range": problem.range.to_json(),
+                        "message": problem.message,
+                    }
                     for problem in manuscript.problems
                 ],
             }
@@ -94,7 +104,7 @@ def as_text(manuscript: Manuscript, items: list[CheckedParagraph], settings: Set
     lines.append(f"{title}  ({len(manuscript.files)} file(s), {len(items)} paragraphs)")
     for problem in manuscript.problems:
         lines.append(
-            f"  {_relative(problem.uri.removeprefix('file://'))}:{problem.range.start.line + 1}: "
+            f"  {_file_of(problem.uri)}:{problem.range.start.line + 1}: "
             f"{problem.severity.value}: {problem.message}"
         )
     for item in items:

@@ -18,23 +18,54 @@ from ..model import CITATION, CODE, MATH, REFERENCE, URL, ParagraphKind, paragra
 from ..offsets import OffsetMap, TextBuilder
 from . import macros as m
 
-# Token kinds are the regex's group numbers.
-COMMENT, MACRO, OPEN, CLOSE, DOLLAR, SPACE, BRACKET_OPEN, BRACKET_CLOSE, DASH, QUOTE, TILDE, TEXT = range(
-    1, 13
-)
+(
+    COMMENT,
+    MACRO,
+    OPEN,
+    CLOSE,
+    DOLLAR,
+    SPACE,
+    BRACKET_OPEN,
+    BRACKET_CLOSE,
+    DASH,
+    QUOTE,
+    TILDE,
+    TEXT,
+    VERBATIM,
+) = range(1, 14)
+# Verbatim-like macros are single tokens, so that a % inside them (a URL's %20) is not read as a comment.
 _TOKEN = re.compile(
-    r"(%[^\n]*)"
-    r"|(\\(?:[A-Za-z@]+\*?|['`^\"~=.](?:\\[ij](?![A-Za-z])|[A-Za-z])?|[^A-Za-z@]|$))"
-    r"|(\{)|(\})"
-    r"|(\$\$|\$)"
-    r"|(\s+)"
-    r"|(\[)|(\])"
-    r"|(---|--)"
-    r"|(``|'')"
-    r"|(~)"
-    r"|([^\\%{}$\s\[\]~`'-]+|.)",
+    r"(?P<comment>%[^\n]*)"
+    r"|(?P<verbatim>\\verb\*?(?P<verb_delimiter>[^\sA-Za-z*])(?:(?!(?P=verb_delimiter))[^\n])*(?P=verb_delimiter)"
+    r"|\\lstinline(?:\[[^\]\n]*\])?(?:\{[^}\n]*\}|(?P<listing_delimiter>[^\sA-Za-z{\[])"
+    r"(?:(?!(?P=listing_delimiter))[^\n])*(?P=listing_delimiter))"
+    r"|\\(?:url|href)[ \t]*\{[^{}\n]*\})"
+    r"|(?P<macro>\\(?:[A-Za-z@]+\*?|['`^\"~=.](?:\\[ij](?![A-Za-z])|[A-Za-z])?|[^A-Za-z@]|$))"
+    r"|(?P<open>\{)|(?P<close>\})"
+    r"|(?P<dollar>\$\$|\$)"
+    r"|(?P<space>\s+)"
+    r"|(?P<bracket_open>\[)|(?P<bracket_close>\])"
+    r"|(?P<dash>---|--)"
+    r"|(?P<quote>``|'')"
+    r"|(?P<tilde>~)"
+    r"|(?P<text>[^\\%{}$\s\[\]~`'-]+|.)",
     re.S,
 )
+_KINDS = {
+    "comment": COMMENT,
+    "verbatim": VERBATIM,
+    "macro": MACRO,
+    "open": OPEN,
+    "close": CLOSE,
+    "dollar": DOLLAR,
+    "space": SPACE,
+    "bracket_open": BRACKET_OPEN,
+    "bracket_close": BRACKET_CLOSE,
+    "dash": DASH,
+    "quote": QUOTE,
+    "tilde": TILDE,
+    "text": TEXT,
+}
 _MARGIN_OFF = re.compile(r"%\s*margin:\s*off\b", re.I)
 _MARGIN_ON = re.compile(r"(?<!\\)%\s*margin:\s*on\b", re.I)
 _SINGLE_DOLLAR = re.compile(r"(?<!\\)\$")
@@ -44,6 +75,9 @@ _PLACEHOLDERS = re.compile(r"\[(?:math|citation|reference|url|code)\]")
 _ACCENT_SYMBOLS = frozenset("'`^\"~=.")
 _MAX_EXPANSION_DEPTH = 8
 _MAX_EXPANSION_LENGTH = 10_000
+_EXPANSION_BUDGET = 20_000  # characters of macro bodies one chunk may expand in all (self-similar macros)
+_MAX_NESTING = 64  # nested arguments walked recursively; deeper ones are read flat
+_MAX_OPTIONAL_TOKENS = 256  # an optional [argument] longer than this is not one
 
 
 class Region(IntEnum):
@@ -92,6 +126,7 @@ class IncludeEvent:
     directory: str | None
     start: int
     end: int
+    relative_to_current: bool = False  # \\subimport: the folder is relative to the including file
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,15 +164,24 @@ def find_environment_end(text: str, start: int, name: str) -> int | None:
 class ChunkParser:
     """Parses one chunk. Offsets in the events it returns are relative to the chunk's start."""
 
-    def __init__(self, text: str, state: ScanState, macros: m.MacroTable, depth: int = 0) -> None:
+    def __init__(
+        self,
+        text: str,
+        state: ScanState,
+        macros: m.MacroTable,
+        depth: int = 0,
+        budget: list[int] | None = None,
+    ) -> None:
         self.text = text
         self.macros = macros
         self.depth = depth
+        self.budget = budget if budget is not None else [_EXPANSION_BUDGET]
+        self.nesting = 0
         self.kinds: list[int] = []
         self.starts: list[int] = []
         self.ends: list[int] = []
         for match in _TOKEN.finditer(text):
-            self.kinds.append(match.lastindex or TEXT)
+            self.kinds.append(_KINDS[match.lastgroup or "text"])
             self.starts.append(match.start())
             self.ends.append(match.end())
         self.count = len(self.kinds)
@@ -180,6 +224,9 @@ class ChunkParser:
             partner[opener] = self.count
         return partner
 
+    def _unclosed_group(self, index: int) -> bool:
+        return 0 <= index < self.count and self.kinds[index] == OPEN and self.partner[index] >= self.count
+
     def _token_at(self, offset: int) -> int:
         return bisect.bisect_left(self.starts, offset)
 
@@ -206,7 +253,8 @@ class ChunkParser:
             if token != BRACKET_OPEN:
                 return None, index
             cursor = probe + 1
-            while cursor < stop:
+            limit = min(stop, probe + _MAX_OPTIONAL_TOKENS)
+            while cursor < limit:
                 if self.kinds[cursor] == OPEN:
                     cursor = self.partner[cursor] + 1
                     continue
@@ -329,7 +377,14 @@ class ChunkParser:
         if base in m.SECTION_LEVELS:
             self._flush()
             arguments, after = self._read_arguments(index + 1, self.count, "[{")
-            title = self._plain(arguments[1])
+            title_range = arguments[1]
+            if title_range is not None and self._unclosed_group(title_range[0] - 1):
+                # A title still being typed ends with its line; what follows stays prose.
+                line_end = self.text.find("\n", self.ends[title_range[0] - 1])
+                if line_end >= 0:
+                    after = self._token_at(line_end)
+                    title_range = (title_range[0], after)
+            title = self._plain(title_range)
             self.events.append(
                 HeadingEvent(m.SECTION_LEVELS[base], title, self.starts[index], self._end_offset(after))
             )
@@ -455,11 +510,15 @@ class ChunkParser:
     # -- inline material ----------------------------------------------------------------------------------------
 
     def _walk(self, index: int, stop: int, builder: TextBuilder) -> None:
-        while index < stop:
-            if self.kinds[index] == COMMENT:
-                index = self._after_comment(index)
-                continue
-            index = self._inline(index, stop, builder)
+        self.nesting += 1
+        try:
+            while index < stop:
+                if self.kinds[index] == COMMENT:
+                    index = self._after_comment(index)
+                    continue
+                index = self._inline(index, stop, builder)
+        finally:
+            self.nesting -= 1
 
     def _inline(self, index: int, stop: int, builder: TextBuilder) -> int:
         kind = self.kinds[index]
@@ -485,6 +544,19 @@ class ChunkParser:
             builder.replace("“" if self.text[start] == "`" else "”", start, end)
         elif kind == COMMENT:
             return self._after_comment(index)
+        elif kind == VERBATIM:
+            return self._verbatim(index, stop, builder)
+        return index + 1
+
+    def _verbatim(self, index: int, stop: int, builder: TextBuilder) -> int:
+        start, end = self.starts[index], self.ends[index]
+        token = self.text[start:end]
+        if token.startswith("\\href"):
+            arguments, after = self._read_arguments(index + 1, stop, "{")
+            if arguments[0] is not None and self.nesting <= _MAX_NESTING:
+                self._walk(arguments[0][0], arguments[0][1], builder)
+            return after
+        builder.replace(URL if token.startswith("\\url") else CODE, start, end)
         return index + 1
 
     def _macro(self, index: int, stop: int, builder: TextBuilder) -> int:
@@ -493,6 +565,8 @@ class ChunkParser:
         base = name.rstrip("*") or name
         if not name[:1].isalpha() and name[:1] != "@":
             return self._control_symbol(index, stop, name, builder)
+        if self.nesting > _MAX_NESTING:
+            return index + 1  # too deep to walk arguments recursively: the outer loop reads them flat
         if base in m.CITATION_MACROS or base in m.REFERENCE_MACROS:
             spec = m.argument_spec(base) or ("[[{" if base in m.CITATION_MACROS else "{")
             _, after = self._read_arguments(index + 1, stop, spec.replace("*", ""))
@@ -643,17 +717,18 @@ class ChunkParser:
         body = user.body
         for number, value in enumerate(values, start=1):
             body = body.replace(f"#{number}", value)
-        if len(body) > _MAX_EXPANSION_LENGTH:
+        if len(body) > _MAX_EXPANSION_LENGTH or self.budget[0] < len(body):
             return after
-        text = convert_fragment(body, self.macros, self.depth + 1)
+        self.budget[0] -= max(1, len(body))
+        text = ChunkParser(body, ScanState(), self.macros, self.depth + 1, self.budget).convert()
         if text:
             builder.replace(text, start, end)
         return after
 
 
-def convert_fragment(text: str, macros: m.MacroTable, depth: int = 0) -> str:
-    """Plain text of a fragment of inline LaTeX (no offsets): for macro expansions."""
-    return ChunkParser(text, ScanState(), macros, depth).convert()
+def convert_fragment(text: str, macros: m.MacroTable) -> str:
+    """Plain text of a fragment of inline LaTeX (no offsets)."""
+    return ChunkParser(text, ScanState(), macros).convert()
 
 
 def parse_chunk(text: str, state: ScanState, macros: m.MacroTable) -> tuple[list[Event], ScanState]:

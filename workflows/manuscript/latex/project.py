@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections import OrderedDict
 from pathlib import Path, PurePosixPath
@@ -23,7 +24,7 @@ from .chunks import (
 )
 from .macros import MacroTable, collect_user_macros, is_commented
 
-_BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
+_BLANK_LINES = re.compile(r"(?:\r\n|\r(?!\n)|\n)[ \t]*(?:(?:\r\n|\r(?!\n)|\n)[ \t]*)+")
 _DOCUMENTCLASS = re.compile(r"^[ \t]*\\documentclass", re.M)
 _MAGIC_ROOT = re.compile(r"^[ \t]*%[ \t]*!TEX[ \t]+root[ \t]*=[ \t]*(\S.*?)[ \t]*$", re.M | re.I)
 _SUBFILES_ROOT = re.compile(r"\\documentclass[ \t]*\[([^\]]+)\][ \t]*\{subfiles\}")
@@ -137,7 +138,8 @@ class LatexProject:
                     continue
                 target = match.group(1) or match.group(3)
                 directory = match.group(2)
-                path = self._resolve(root, source, target, directory)
+                subimport = match.group(0).lstrip().startswith("\\subimport")
+                path = self._resolve(root, source, target, directory, subimport)
                 if path is None:
                     continue
                 try:
@@ -152,21 +154,28 @@ class LatexProject:
     # -- files -------------------------------------------------------------------------------------------------
 
     def _resolve(
-        self, root: SourceFile, current: SourceFile, target: str, directory: str | None
+        self,
+        root: SourceFile,
+        current: SourceFile,
+        target: str,
+        directory: str | None,
+        relative_to_current: bool = False,
     ) -> Path | None:
-        """Where an included file is: LaTeX resolves \\input against the root's folder, \\import against its own."""
+        """Where an included file is. \\input and \\include resolve against the root's folder (then, leniently,
+        the including file's), \\import{dir}{file} against the root's, \\subimport{dir}{file} against the
+        including file's."""
         target = target.strip()
         if not target or "\\" in target or "#" in target:
             return None
-        bases: list[Path] = []
-        if directory is not None and current.path is not None:
-            bases.append(current.path.parent / directory.strip())
-        for source in (root, current):
-            if source.path is not None and source.path.parent not in bases:
-                bases.append(source.path.parent)
+        folders: list[Path] = []
+        for source in (current, root) if relative_to_current else (root, current):
+            if source.path is not None and source.path.parent not in folders:
+                folders.append(source.path.parent)
+        if directory is not None:
+            folders = [folder / directory.strip() for folder in folders]
         relative = PurePosixPath(target)
-        for base in bases:
-            candidate = base / relative
+        for folder in folders:
+            candidate = Path(os.path.normpath(folder / relative))  # one spelling per file: no "a/../b"
             for option in (candidate, candidate.with_name(candidate.name + ".tex")):
                 if option.suffix and self.provider.exists(option):
                     return option
@@ -236,7 +245,7 @@ class LatexProject:
         depth: int,
         active: set[str],
     ) -> None:
-        path = self._resolve(root, source, event.target, event.directory)
+        path = self._resolve(root, source, event.target, event.directory, event.relative_to_current)
         if path is None:
             assembler.problem(source, start, end, f"Included file not found: {event.target}")
             return

@@ -7,6 +7,7 @@ prefixes) falls into the gaps; escapes and entities fall back to a character-by-
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 
@@ -18,10 +19,13 @@ from ..offsets import TextBuilder
 # Pandoc citations ([@key; @other, p. 4] or @key), crossref references (@fig:x), attributes ({#fig:x}),
 # footnote references ([^1]) and templating ({{ x }}, {% if %}) inside text tokens.
 _TEXT_MARKUP = re.compile(
-    r"(?P<crossref>\[?-?@(?:fig|tbl|eq|sec|lst):[\w:.-]*\w\]?)"
-    r"|(?P<citation>\[-?@[^\[\]\n]*\]|(?<![\w@.])-?@[A-Za-z0-9_][\w:./-]*\w)"
-    r"|(?P<drop>\{[#.][^{}\n]*\}|\[\^[^\]\s]+\]|\{\{.*?\}\}|\{%.*?%\})"
+    r"(?P<crossref>\[?-?@(?i:fig|tbl|eq|sec|lst):[\w:.-]*\w\]?)"
+    r"|(?P<citation>\[[^\[\]\n]*?(?<![\w.])-?@[A-Za-z0-9_][^\[\]\n]*\]|(?<![\w@.])-?@[A-Za-z0-9_][\w:./-]*\w)"
+    r"|(?P<note>\^\[[^\[\]]*\])"
+    r"|(?P<drop>\{\s*[-#.][^{}\n]*\}|\{\s*[\w-]+=[^{}\n]*\}|\[\^[^\]\s]+\]|\{\{.*?\}\}|\{%.*?%\})"
 )
+_ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ALIGN_WINDOW = 48
 
 
@@ -34,8 +38,10 @@ class InlineAligner:
         self.limit = end
         self.builder = builder
         self._autolink = False
+        self.footnotes: list[TextBuilder] = []  # pandoc inline notes ^[...], paragraphs of their own
 
     def walk(self, tokens: Sequence[Token]) -> None:
+        tokens = _fold_double_dollars(tokens)
         for token in tokens:
             kind = token.type
             if kind == "text":
@@ -79,6 +85,8 @@ class InlineAligner:
             piece = match.group()
             if match.lastgroup == "drop":
                 self._skip_literal(piece)
+            elif match.lastgroup == "note":
+                self._inline_note(piece)
             else:
                 self._atomic(piece, REFERENCE if match.lastgroup == "crossref" else CITATION)
             position = match.end()
@@ -89,19 +97,46 @@ class InlineAligner:
             return
         found = self._find(content)
         if found >= 0:
-            self.builder.copy(content, found)
             self.cursor = found + len(content)
+            if content[0].isspace() and self.builder.ends_with_space():
+                # Markup dropped just before (an attribute, a comment): keep one space, not two.
+                stripped = content.lstrip()
+                found += len(content) - len(stripped)
+                content = stripped
+            self.builder.copy(content, found)
             return
-        # Escapes and entities: the decoded character stands where its source form starts.
+        # Escapes and entities: the decoded character stands for its whole source form.
         for char in content:
-            found = self.source.find(char, self.cursor, min(self.limit, self.cursor + _ALIGN_WINDOW))
-            if found >= 0:
-                self.builder.copy(char, found)
-                self.cursor = found + 1
-            elif char.isspace():
-                self.builder.space(self.cursor, self.cursor)
-            else:
-                self.builder.replace(char, self.cursor, min(self.cursor + 1, self.limit))
+            self._character(char)
+
+    def _character(self, char: str) -> None:
+        source, cursor = self.source, self.cursor
+        if cursor < self.limit and source[cursor] == "\\" and source[cursor + 1 : cursor + 2] == char:
+            self.builder.replace(char, cursor, cursor + 2)
+            self.cursor = cursor + 2
+            return
+        entity = _ENTITY.match(source, cursor, self.limit)
+        if entity is not None and html.unescape(entity.group()) == char:
+            self.builder.replace(char, cursor, entity.end())
+            self.cursor = entity.end()
+            return
+        found = source.find(char, cursor, min(self.limit, cursor + _ALIGN_WINDOW))
+        if found >= 0:
+            self.builder.copy(char, found)
+            self.cursor = found + 1
+        elif char.isspace():
+            self.builder.space(cursor, cursor)
+        else:
+            self.builder.replace(char, cursor, min(cursor + 1, self.limit))
+
+    def _inline_note(self, piece: str) -> None:
+        found = self._find(piece)
+        if found < 0:
+            return
+        note = TextBuilder()
+        note.copy(piece[2:-1], found + 2)
+        self.footnotes.append(note)
+        self.cursor = found + len(piece)
 
     def _atomic(self, content: str, placeholder: str) -> None:
         found = self._find(content)
@@ -117,23 +152,26 @@ class InlineAligner:
             self.cursor = found + len(content)
 
     def _break(self) -> None:
-        newline = self.source.find("\n", self.cursor, self.limit)
-        if newline < 0:
+        line_break = _LINE_BREAK.search(self.source, self.cursor, self.limit)
+        if line_break is None:
             return
-        self.builder.space(newline, newline + 1)
-        self.cursor = newline + 1
+        self.builder.space(line_break.start(), line_break.end())
+        self.cursor = line_break.end()
 
     def _delimited(self, content: str, delimiter: str, placeholder: str) -> None:
+        """Code or math: from the opening run of delimiters to the next run of the same length."""
         opener = self.source.find(delimiter, self.cursor, self.limit)
         if opener < 0:
             self.builder.replace(placeholder, self.cursor, self.cursor)
             return
-        inner = self.source.find(content, opener, self.limit) if content else opener
-        close = inner + len(content) if inner >= 0 else opener + 1
-        while close < self.limit and self.source[close] == delimiter:
-            close += 1
-        self.builder.replace(placeholder, opener, close)
-        self.cursor = close
+        run = opener
+        while run < self.limit and self.source[run] == delimiter:
+            run += 1
+        fence = self.source[opener:run]
+        close = self.source.find(fence, run, self.limit)
+        end = close + len(fence) if close >= 0 else run
+        self.builder.replace(placeholder, opener, end)
+        self.cursor = end
 
     def _skip_image(self) -> None:
         opener = self.source.find("![", self.cursor, self.limit)
@@ -143,3 +181,19 @@ class InlineAligner:
         close = self.source.find(")", middle if middle >= 0 else opener, self.limit)
         if close >= 0:
             self.cursor = close + 1
+
+
+def _fold_double_dollars(tokens: Sequence[Token]) -> Sequence[Token]:
+    """markdown-it's math rule reads $$x$$ inside a paragraph as "$", math "x", "$": drop the stray dollars
+    (the math placeholder then spans both runs of dollars in the source)."""
+    if not any(token.type.startswith("math_inline") for token in tokens):
+        return tokens
+    folded: list[Token] = []
+    for index, token in enumerate(tokens):
+        stray = token.type == "text" and token.content == "$"
+        before = index > 0 and tokens[index - 1].type == "math_inline"
+        after = index + 1 < len(tokens) and tokens[index + 1].type == "math_inline"
+        if stray and (before or after):
+            continue
+        folded.append(token)
+    return folded

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
@@ -24,10 +25,14 @@ from ..offsets import OffsetMap, TextBuilder
 from ..source import SourceFile
 from .inline import InlineAligner
 
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _FRONT_TITLE = re.compile(r"^title:[ \t]*(?P<quote>['\"]?)(?P<title>.+?)(?P=quote)[ \t]*$", re.M)
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _FOOTNOTE_DEFINITION = re.compile(r"\A\[\^[^\]\s]+\]:[ \t]*")
+_FOOTNOTE_STARTS = re.compile(r"^\[\^[^\]\s]+\]:", re.M)
+_FOOTNOTE_MARKER = re.compile(r"\[\^[^\]\s]+\]:[ \t]*")
+_BLANK_LINE = re.compile(r"(?:\r\n|\r|\n)[ \t]*(?:\r\n|\r|\n)")
+_LINE_END = re.compile(r"\r\n|\r|\n")  # markdown-it's line breaks (and LSP's); not U+2028 or form feed
 _TABLE_CAPTION = re.compile(r"^(?:Table)?:\s")
 _MARGIN_SWITCH = re.compile(r"<!--\s*margin:\s*(on|off)\s*-->", re.I)
 _ATTRIBUTES_ONLY = re.compile(r"^\s*(?:\{[^{}]*\}\s*)?$")
@@ -74,7 +79,7 @@ def split_chunks(text: str, start: int) -> list[tuple[int, str]]:
     in_comment = False
     in_math = False
     previous_blank = False
-    for line in text[start:].splitlines(keepends=True):
+    for line in _lines(text, start):
         stripped = line.strip()
         blank = not stripped
         if (
@@ -113,13 +118,32 @@ def split_chunks(text: str, start: int) -> list[tuple[int, str]]:
     return chunks
 
 
+def _lines(text: str, start: int) -> list[str]:
+    """Lines with their ends, broken where markdown-it breaks them (not at U+2028 or form feeds)."""
+    lines: list[str] = []
+    position = start
+    for match in _LINE_END.finditer(text, start):
+        lines.append(text[position : match.end()])
+        position = match.end()
+    if position < len(text):
+        lines.append(text[position:])
+    return lines
+
+
 def front_matter(text: str) -> tuple[int, str | None]:
     """Where the body starts after YAML front matter, and the title it gives."""
     match = _FRONT_MATTER.match(text)
     if match is None:
         return 0, None
-    title = _FRONT_TITLE.search(match.group(1))
-    return match.end(), title.group("title").strip() if title else None
+    try:
+        metadata = yaml.safe_load(match.group(1))
+    except yaml.YAMLError:
+        metadata = None
+    if isinstance(metadata, dict):
+        title = metadata.get("title")
+        return match.end(), str(title).strip() if title not in (None, "") else None
+    fallback = _FRONT_TITLE.search(match.group(1))  # YAML that does not parse: read the title line as is
+    return match.end(), fallback.group("title").strip() if fallback else None
 
 
 class MarkdownProject:
@@ -167,16 +191,41 @@ class MarkdownProject:
         return result
 
     def _parse_chunk(self, chunk: str, off: bool) -> tuple[list[_Event], bool]:
+        if _FOOTNOTE_DEFINITION.match(chunk):
+            return ([] if off else self._footnote_definitions(chunk)), off
+        return self._parse_blocks(chunk, 0, off, footnote=False)
+
+    def _footnote_definitions(self, chunk: str) -> list[_Event]:
+        """Footnote definitions ([^1]: ...), one or several, each of one or more (indented) paragraphs."""
         events: list[_Event] = []
-        footnote = _FOOTNOTE_DEFINITION.match(chunk)
-        skip = footnote.end() if footnote else 0
-        body = chunk[skip:]
+        starts = [match.start() for match in _FOOTNOTE_STARTS.finditer(chunk)]
+        for number, start in enumerate(starts):
+            end = starts[number + 1] if number + 1 < len(starts) else len(chunk)
+            marker = _FOOTNOTE_MARKER.match(chunk, start)
+            position = marker.end() if marker else start
+            for separator in [*_BLANK_LINE.finditer(chunk, position, end), None]:
+                block_end = separator.start() if separator else end
+                text = chunk[position:block_end]
+                lead = len(text) - len(text.lstrip())
+                if text.strip():
+                    # Parsed from its first character: an indented later paragraph is not a code block here.
+                    found, _ = self._parse_blocks(
+                        chunk[position + lead : block_end], position + lead, False, True
+                    )
+                    events.extend(found)
+                if separator is None:
+                    break
+                position = separator.end()
+        return events
+
+    def _parse_blocks(self, body: str, shift: int, off: bool, footnote: bool) -> tuple[list[_Event], bool]:
+        events: list[_Event] = []
         if "$$" in body:
             body = _MATH_LABEL.sub(lambda match: match.group(1) + " " * len(match.group(2)), body)
         tokens = self._parser.parse(body)
-        line_starts = [0]
-        for line in body.splitlines(keepends=True):
-            line_starts.append(line_starts[-1] + len(line))
+        line_starts = [0, *(match.end() for match in _LINE_END.finditer(body))]
+        if line_starts[-1] != len(body):
+            line_starts.append(len(body))
         containers: list[str] = []
         index = 0
         while index < len(tokens):
@@ -199,13 +248,13 @@ class MarkdownProject:
                     builder = TextBuilder()
                     InlineAligner(body, span[0], span[1], builder).walk(inline.children or [])
                     title = builder.build()[0]
-                    events.append(_Heading(int(token.tag[1:]), title, skip + span[0], skip + span[1]))
+                    events.append(_Heading(int(token.tag[1:]), title, shift + span[0], shift + span[1]))
                 else:
-                    paragraph = self._paragraph(inline, body, span, containers, footnote is not None)
-                    if paragraph is not None:
-                        text, offsets, paragraph_kind = paragraph
+                    for text, offsets, paragraph_kind in self._paragraph(
+                        inline, body, span, containers, footnote
+                    ):
                         events.append(
-                            _Paragraph(paragraph_kind, text, offsets.shifted(skip), paragraph_id(text))
+                            _Paragraph(paragraph_kind, text, offsets.shifted(shift), paragraph_id(text))
                         )
             index += 1
         return events, off
@@ -232,7 +281,8 @@ class MarkdownProject:
     @staticmethod
     def _paragraph(
         inline: Token, body: str, span: tuple[int, int], containers: list[str], is_footnote: bool
-    ) -> tuple[str, OffsetMap, ParagraphKind] | None:
+    ) -> list[tuple[str, OffsetMap, ParagraphKind]]:
+        """The paragraph (if it has words) and any inline footnotes it carries."""
         children = inline.children or []
         builder = TextBuilder()
         aligner = InlineAligner(body, span[0], span[1], builder)
@@ -243,9 +293,7 @@ class MarkdownProject:
         elif len(substantive) == 1 and substantive[0].type == "image":
             aligner.walk_image_caption(substantive[0])
             text, offsets = builder.build()
-            return (text, offsets, ParagraphKind.CAPTION) if has_words(text) else None
-            text, offsets = builder.build()
-            return (text, offsets, kind) if has_words(text) else None
+            return [(text, offsets, ParagraphKind.CAPTION)] if has_words(text) else []
         elif _TABLE_CAPTION.match(inline.content):
             kind = ParagraphKind.CAPTION
         elif "bullet_list_open" in containers or "ordered_list_open" in containers:
@@ -260,7 +308,12 @@ class MarkdownProject:
             caption = _TABLE_CAPTION.match(text)
             if caption:
                 text, offsets = _drop_prefix(text, offsets, caption.end())
-        return (text, offsets, kind) if has_words(text) else None
+        found = [(text, offsets, kind)] if has_words(text) else []
+        for note in aligner.footnotes:
+            note_text, note_offsets = note.build()
+            if has_words(note_text):
+                found.append((note_text, note_offsets, ParagraphKind.FOOTNOTE))
+        return found
 
 
 def _drop_prefix(text: str, offsets: OffsetMap, length: int) -> tuple[str, OffsetMap]:
