@@ -70,6 +70,11 @@ def paragraph_signature(paragraph: Paragraph) -> tuple[object, ...]:
     )
 
 
+def visible_signature(paragraph: Paragraph) -> tuple[object, ...]:
+    """What an editor shows of a paragraph: unaffected by edits elsewhere on other lines."""
+    return (paragraph.id, paragraph.kind, paragraph.section, paragraph.text, paragraph.range)
+
+
 def manuscript_signature(manuscript: Manuscript) -> tuple[object, ...]:
     return (
         manuscript.title,
@@ -77,6 +82,15 @@ def manuscript_signature(manuscript: Manuscript) -> tuple[object, ...]:
         tuple((problem.uri, problem.range, problem.message) for problem in manuscript.problems),
         tuple(source.uri for source in manuscript.files),
     )
+
+
+def _produced_by_markup(word: str, mapped: str) -> bool:
+    """Whether source `mapped` can produce `word`: its letters in order with markup between them (a*b*c,
+    wor%comment + newline + ld), or a macro, entity or escape that spells it differently."""
+    if "\\" in mapped or "&" in mapped:
+        return True
+    letters = iter(mapped)
+    return all(char in letters for char in word)
 
 
 def offset_violations(manuscript: Manuscript, check_words: bool = True) -> list[str]:
@@ -87,7 +101,7 @@ def offset_violations(manuscript: Manuscript, check_words: bool = True) -> list[
     * per-character source spans are monotone and lie within the paragraph's span;
     * the paragraph's range has valid positions (line < line count);
     * (check_words) an ASCII word of the plain text outside placeholders maps to itself in the source, or
-      to a construct (a macro, an entity or an escape) that produced it.
+      to markup that produced it (its letters in order with markup between, or a macro/entity/escape).
     """
     problems: list[str] = []
     for paragraph in manuscript.paragraphs:
@@ -132,6 +146,153 @@ def offset_violations(manuscript: Manuscript, check_words: bool = True) -> list[
             for match in _ASCII_WORD.finditer(_PLACEHOLDER.sub(lambda m: " " * len(m.group()), text)):
                 begin, end = paragraph.offsets.source_span(match.start(), match.end())
                 mapped = source[begin:end]
-                if mapped != match.group() and not any(mark in mapped for mark in "\\&{%"):
+                if mapped != match.group() and not _produced_by_markup(match.group(), mapped):
                     problems.append(f"{label}: word {match.group()!r} maps to {mapped!r}")
     return problems
+
+
+# -- LLM layer: scripted endpoints, configurations and clients that clean up after themselves -------------------
+
+import threading  # noqa: E402
+from collections.abc import AsyncIterator, Callable, Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+from margin.workflows.llm.client import LLMClient  # noqa: E402
+from margin.workflows.llm.config import EndpointConfig, LLMConfig, RoleRoute  # noqa: E402
+from margin.workflows.llm.scripted_endpoint import Rule, ScriptedEndpoint  # noqa: E402
+
+ScriptedFactory = Callable[..., ScriptedEndpoint]
+ClientFactory = Callable[[LLMConfig], LLMClient]
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedFactory]:
+    """Start real scripted OpenAI-compatible servers on loopback: `scripted(Rule(...), latency=0.1)`."""
+    started: list[ScriptedEndpoint] = []
+
+    def start(*rules: Rule, **options: Any) -> ScriptedEndpoint:
+        endpoint = ScriptedEndpoint(rules=list(rules), **options).start()
+        started.append(endpoint)
+        return endpoint
+
+    yield start
+    # ThreadingHTTPServer.shutdown() waits out serve_forever's 0.5 s poll: stop in the background so each test
+    # does not pay it (the handlers notice the stop at once; every endpoint has its own port).
+    for endpoint in started:
+        threading.Thread(target=endpoint.stop, name="scripted-endpoint-stop", daemon=True).start()
+
+
+def llm_config(
+    base_url: str,
+    cache_path: Path,
+    *,
+    retries: int = 1,
+    cache_enabled: bool = True,
+    cache_max_bytes: int = 16 * 1024 * 1024,
+    roles: dict[str, RoleRoute] | None = None,
+    **endpoint: Any,
+) -> LLMConfig:
+    """An LLMConfig for tests: a private cache file, short timeouts, few retries. `endpoint` sets
+    EndpointConfig fields (timeout, model, max_concurrency, structured_mode, api_key_env...)."""
+    endpoint.setdefault("timeout", 5.0)
+    return LLMConfig(
+        default=EndpointConfig(base_url=base_url, **endpoint),
+        roles=roles or {},
+        cache_enabled=cache_enabled,
+        cache_path=cache_path,
+        cache_max_bytes=cache_max_bytes,
+        retries=retries,
+    )
+
+
+@pytest.fixture
+async def llm_clients() -> AsyncIterator[ClientFactory]:
+    """Make LLMClients that are closed (HTTP clients and cache) when the test ends."""
+    clients: list[LLMClient] = []
+
+    def make(config: LLMConfig) -> LLMClient:
+        client = LLMClient(config)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
+@pytest.fixture
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shrink the client's exponential backoff so retry tests stay fast (Retry-After is still honoured)."""
+    monkeypatch.setattr("margin.workflows.llm.client._BACKOFF_BASE", 0.02)
+
+
+@pytest.fixture
+def dead_url() -> str:
+    """A base URL on a loopback port that nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+class BusyServer:
+    """A real OpenAI-compatible server on loopback that is slow to list its models, like llama-cpp-python's
+    server, whose /v1/models waits for the generation in progress: GET /v1/models answers after `models_delay`
+    seconds, POST /v1/chat/completions answers "ok" at once."""
+
+    def __init__(self, models_delay: float, port: int = 0, model: str = "busy-model") -> None:
+        import contextlib
+        import json
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        stopping = threading.Event()
+        self.stopping = stopping
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _json(self, payload: Any) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(OSError):  # the client gave up waiting (what the tests are about)
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if stopping.wait(models_delay):
+                    return  # stopped while "busy": the client has gone or is about to
+                self._json({"object": "list", "data": [{"id": model, "object": "model"}]})
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                message = {"role": "assistant", "content": "ok"}
+                self._json(
+                    {
+                        "id": "busy",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": model,
+                        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                )
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()

@@ -35,6 +35,10 @@ CREATE INDEX IF NOT EXISTS responses_accessed ON responses (accessed);
 _EVICT_EVERY = 32  # inserts between size checks
 
 
+class CacheUnusable(Exception):
+    pass
+
+
 def default_cache_path() -> Path:
     return Path(user_cache_dir("margin", appauthor=False)) / "llm-cache.sqlite3"
 
@@ -68,12 +72,15 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._inserts = 0
+        self._unusable = False
 
     # -- connection ---------------------------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is not None:
             return self._connection
+        if self.path.is_dir():
+            raise CacheUnusable(f"{self.path} is a directory")
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not self.path.exists():
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
@@ -106,14 +113,22 @@ class ResponseCache:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for suffix in ("", "-wal", "-shm"):
             broken = self.path.with_name(self.path.name + suffix)
-            if broken.exists():
+            if broken.is_file():
                 broken.replace(broken.with_name(f"{broken.name}.corrupt-{stamp}"))
         return self._connect()
 
     def _run(self, action: Any) -> Any:
         with self._lock:
+            if self._unusable:
+                return None
             try:
                 return action(self._connect())
+            except (CacheUnusable, OSError) as error:
+                # A location we cannot use (a directory, a file where a folder should be, no permission):
+                # carry on without a cache, and say so once.
+                self._unusable = True
+                log.warning("model cache disabled: cannot use %s (%s)", self.path, error)
+                return None
             except sqlite3.DatabaseError as error:
                 if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
                     log.info("model cache busy (%s); skipping it for this call", error)

@@ -20,8 +20,8 @@ import openai
 
 from .cache import ResponseCache, cache_key
 from .config import EndpointConfig, LLMConfig
-from .endpoints import Endpoint, EndpointPool
-from .structured import extract_json, schema_instructions, validation_error
+from .endpoints import Endpoint, EndpointPool, unavailable_message
+from .structured import json_candidates, schema_instructions, validation_error
 from .types import (
     NEGOTIATION_ORDER,
     ROLE_HEADER,
@@ -40,7 +40,10 @@ _RETRY_AFTER_CAP = 30.0
 _BACKOFF_BASE = 0.5
 _BACKOFF_CAP = 8.0
 _CONTINUATIONS = 2  # a plain-text answer cut off by max_tokens is continued at most this often
-_FORMAT_REJECTION_STATUSES = frozenset({400, 415, 422, 500, 501})
+_FORMAT_REJECTION_STATUSES = frozenset({400, 415, 422, 501})
+# llama-cpp-python answers an unknown response_format with HTTP 500; a 500 counts as a refusal of the format
+# only when its message is about the format, so that a passing server error does not downgrade the endpoint.
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar", "guided", "structured")
 _runs: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("margin_llm_runs", default=())
 
 
@@ -119,11 +122,12 @@ class LLMClient:
         cached = await self._cached(key, request, model)
         if cached is not None:
             return cached
-        answer, mode = await self._generate(endpoint, config, model, request, messages, parameters)
+        answer, mode, used = await self._generate(endpoint, config, model, request, messages, parameters)
         data = None
         if request.schema is not None:
+            # The repair gets the room the answer finally had (doubled if it was cut off once).
             answer, data = await self._validated(
-                endpoint, config, model, request, messages, parameters, answer, mode
+                endpoint, config, model, request, messages, used, answer, mode
             )
         elif not answer.text.strip():
             raise LLMError(FailureKind.EMPTY, "the model answered with no text", request.role)
@@ -150,11 +154,8 @@ class LLMClient:
             return None
         data = None
         if request.schema is not None:
-            try:
-                data = extract_json(entry["text"])
-            except ValueError:
-                return None
-            if validation_error(data, request.schema) is not None:
+            data, problem = _parse(entry["text"], request.schema)
+            if problem is not None:
                 return None  # the schema changed since: ask again
         return Completion(
             text=entry["text"],
@@ -173,34 +174,56 @@ class LLMClient:
         request: Request,
         messages: list[dict[str, str]],
         parameters: dict[str, Any],
-    ) -> tuple[_Answer, StructuredMode | None]:
-        """One answer, negotiating the structured-output mode with the endpoint if it is not known yet."""
+    ) -> tuple[_Answer, StructuredMode | None, dict[str, Any]]:
+        """One answer, negotiating the structured-output mode with the endpoint if it is not known yet.
+
+        Returns the answer, the mode it came in and the sampling parameters of the final request."""
         if request.schema is None:
-            return await self._plain_text(endpoint, config, model, request, messages, parameters), None
-        modes = [endpoint.mode] if endpoint.mode is not None else list(NEGOTIATION_ORDER)
-        for index, mode in enumerate(modes):
-            negotiating = endpoint.mode is None and index < len(modes) - 1
+            answer = await self._plain_text(endpoint, config, model, request, messages, parameters)
+            return answer, None, parameters
+        refused: set[StructuredMode] = set()
+        while True:
+            # Another call may settle the mode while this one waits: always start from what is known now.
+            if endpoint.mode is not None and endpoint.mode not in refused:
+                mode = endpoint.mode
+            else:
+                untried = [mode for mode in NEGOTIATION_ORDER if mode not in refused]
+                if not untried:
+                    raise LLMError(
+                        FailureKind.REJECTED, f"{endpoint.base_url} refused every structured-output mode"
+                    )
+                mode = untried[0]
+            negotiating = endpoint.mode is None and mode is not StructuredMode.TEXT
             try:
                 answer = await self._send(
                     endpoint, config, model, request, messages, parameters, mode, negotiating
                 )
             except _FormatRejected:
+                if endpoint.mode is not None and endpoint.mode is not mode:
+                    continue  # settled meanwhile by another call: use that
+                refused.add(mode)
                 log.info("%s does not accept %s output; trying the next mode", endpoint.base_url, mode.value)
                 continue
+            break
+        if endpoint.mode is None:
+            endpoint.mode = mode
+            log.info("%s accepts %s structured output", endpoint.base_url, mode.value)
+        if answer.finish_reason == "length":
+            # Cut off: one more try with twice the room, counting both attempts' tokens.
+            parameters = dict(parameters, max_tokens=int(parameters["max_tokens"]) * 2)
+            retry = await self._send(endpoint, config, model, request, messages, parameters, mode, False)
+            answer = replace(
+                retry,
+                prompt_tokens=retry.prompt_tokens + answer.prompt_tokens,
+                completion_tokens=retry.completion_tokens + answer.completion_tokens,
+            )
             if answer.finish_reason == "length":
-                bigger = dict(parameters, max_tokens=int(parameters["max_tokens"]) * 2)
-                answer = await self._send(endpoint, config, model, request, messages, bigger, mode, False)
-                if answer.finish_reason == "length":
-                    raise LLMError(
-                        FailureKind.TRUNCATED,
-                        f"the answer was cut off at {bigger['max_tokens']} tokens (raise margin.llm.maxTokens)",
-                        request.role,
-                    )
-            if endpoint.mode is None:
-                endpoint.mode = mode
-                log.info("%s accepts %s structured output", endpoint.base_url, mode.value)
-            return answer, mode
-        raise LLMError(FailureKind.REJECTED, f"{endpoint.base_url} refused every structured-output mode")
+                raise LLMError(
+                    FailureKind.TRUNCATED,
+                    f"the answer was cut off at {parameters['max_tokens']} tokens (raise margin.llm.maxTokens)",
+                    request.role,
+                )
+        return answer, mode, parameters
 
     async def _plain_text(
         self,
@@ -322,12 +345,12 @@ class LLMClient:
                 failure.__cause__ = error
             except openai.APIConnectionError as error:
                 failure = LLMError(
-                    FailureKind.UNAVAILABLE, f"cannot reach {endpoint.base_url}: {error}", request.role
+                    FailureKind.UNAVAILABLE, unavailable_message(endpoint.base_url), request.role
                 )
                 failure.__cause__ = error
             except openai.APIStatusError as error:
                 status = error.status_code
-                if negotiating and status in _FORMAT_REJECTION_STATUSES:
+                if negotiating and _refuses_format(status, error):
                     raise _FormatRejected from error
                 if status == 429:
                     failure = LLMError(
@@ -368,12 +391,16 @@ def _with_schema(request: Request) -> list[dict[str, str]]:
 
 
 def _parse(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
-    try:
-        data = extract_json(text)
-    except ValueError as error:
-        return None, str(error)
-    problem = validation_error(data, schema)
-    return (data, None) if problem is None else (None, f"the JSON does not match the schema {problem}")
+    """The first JSON value in the answer that fits the schema; else the reason the best one does not."""
+    if not text.strip():
+        return None, "the answer is empty"
+    first_problem: str | None = None
+    for data in json_candidates(text):
+        problem = validation_error(data, schema)
+        if problem is None:
+            return data, None
+        first_problem = first_problem or f"the JSON does not match the schema {problem}"
+    return None, first_problem or "the answer contains no parseable JSON"
 
 
 def _answer_of(response: Any) -> _Answer:
@@ -390,6 +417,12 @@ def _answer_of(response: Any) -> _Answer:
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
     )
+
+
+def _refuses_format(status: int, error: openai.APIStatusError) -> bool:
+    if status in _FORMAT_REJECTION_STATUSES:
+        return True
+    return status == 500 and any(word in _message(error).lower() for word in _FORMAT_WORDS)
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:

@@ -55,6 +55,7 @@ class LLMConfig:
         if route.base_url:
             changes["base_url"] = route.base_url
             changes["model"] = None  # another server: its own first model unless the route names one
+            changes["api_key_env"] = None  # never send the default provider's key to another server
         if route.model:
             changes["model"] = route.model
         if route.api_key_env:

@@ -9,6 +9,7 @@ from typing import Any
 from . import embedded
 from .client import LLMClient
 from .config import LLMConfig
+from .endpoints import probe, unavailable_message
 from .types import FailureKind, LLMError, Priority, Request
 
 _PROBE_SCHEMA = {
@@ -77,10 +78,14 @@ async def _check(client: LLMClient, roles: list[str]) -> EndpointReport:
     report = EndpointReport(roles=roles)
     started = time.perf_counter()
     config = client.config.endpoint_for(role)
+    endpoint = None
     try:
         endpoint = await client.pool.get(config)
         report.base_url = endpoint.base_url
         report.embedded = endpoint.embedded
+        found = await probe(endpoint.base_url, endpoint.api_key)
+        if not found.present:  # fail fast, with the ways out, instead of retrying a dead server
+            raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(endpoint.base_url))
         report.model = await endpoint.model_for(config.model)
         report.models = endpoint.models or [report.model]
         started = time.perf_counter()
@@ -98,11 +103,12 @@ async def _check(client: LLMClient, roles: list[str]) -> EndpointReport:
             )
         )
         report.round_trip_seconds = time.perf_counter() - started
-        report.structured_mode = endpoint.mode.value if endpoint.mode else ""
     except LLMError as failure:
         if failure.kind in _ANSWERED:
             report.round_trip_seconds = time.perf_counter() - started
             report.warning = f"answered, but not with usable JSON ({failure.kind.value}: {failure.args[0]})"
         else:
             report.error = str(failure.args[0])
+    if endpoint is not None and endpoint.mode is not None:
+        report.structured_mode = endpoint.mode.value
     return report

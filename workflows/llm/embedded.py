@@ -84,6 +84,13 @@ class EmbeddedServer:
         return self.model.name
 
     def start(self) -> None:
+        """Start and wait until it answers (blocking)."""
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process. Call it from a long-lived thread: on Linux the child is told to exit when the
+        thread that started it ends (so it never outlives margin), not just the process."""
         self.port = _free_port()
         command = [
             sys.executable,
@@ -111,6 +118,9 @@ class EmbeddedServer:
         if output is not subprocess.DEVNULL:
             output.close()
         atexit.register(self.stop)
+
+    def wait_ready(self) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -156,7 +166,8 @@ async def shared_server(log_path: Path | None = None) -> EmbeddedServer:
         if model is None or not server_installed():
             raise RuntimeError(f"the embedded model is not installed ({INSTALL_HINT})")
         server = EmbeddedServer(model, log_path)
-        await asyncio.to_thread(server.start)
+        server.launch()  # from the event loop's thread, which lives as long as the work does
+        await asyncio.to_thread(server.wait_ready)
         _shared = server
         return server
 

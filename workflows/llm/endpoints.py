@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 from openai import AsyncOpenAI
@@ -28,23 +29,58 @@ def unavailable_message(url: str) -> str:
     )
 
 
-async def probe(
-    base_url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT
-) -> list[str] | None:
-    """The models an endpoint lists, or None if nothing answers there."""
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What GET /models said: models listed, or nothing answered, or something answered too slowly."""
+
+    models: list[str] | None  # None: no list (nothing answered, or it was busy)
+    busy: bool = (
+        False  # connected, but no answer in time: llama-cpp-python does not list models mid-generation
+    )
+
+    @property
+    def present(self) -> bool:
+        return self.models is not None or self.busy
+
+
+async def probe(base_url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT) -> Probe:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:
             response = await client.get(base_url.rstrip("/") + "/models", headers=headers)
-    except httpx.HTTPError:
-        return None
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL):
+        return Probe(None)
+    except httpx.TimeoutException:
+        return Probe(None, busy=True)
+    except (httpx.HTTPError, OSError, ValueError, OverflowError):
+        return Probe(None)
     if response.status_code != 200:
-        return None
+        return Probe([])  # it answers; it just does not list models (or needs a key for that)
     try:
         data = response.json().get("data") or []
-        return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
+        return Probe([str(item["id"]) for item in data if isinstance(item, dict) and "id" in item])
     except (ValueError, KeyError, AttributeError):
-        return []
+        return Probe([])
+
+
+def check_url(base_url: str) -> str:
+    """The URL, trimmed, or LLMError for one that cannot be an endpoint (a typo such as port 80000)."""
+    url = base_url.strip().rstrip("/")
+    try:
+        parsed = urlsplit(url)
+        port = parsed.port
+    except ValueError as error:
+        raise LLMError(
+            FailureKind.UNAVAILABLE, f"margin.llm.endpoint {base_url!r} is not a valid URL ({error})"
+        ) from error
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise LLMError(
+            FailureKind.UNAVAILABLE,
+            f"margin.llm.endpoint {base_url!r} must be an http(s) URL such as {VLLM_DEFAULT_URL}",
+        )
+    if port is not None and not 0 < port < 65536:
+        raise LLMError(FailureKind.UNAVAILABLE, f"margin.llm.endpoint {base_url!r} has an impossible port")
+    return url
 
 
 @dataclass
@@ -57,16 +93,21 @@ class Endpoint:
     mode: StructuredMode | None  # None until negotiated (or forced by a setting)
     models: list[str] | None = None
     embedded: bool = False
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 120.0
 
     async def model_for(self, configured: str | None) -> str:
         if configured:
             return configured
         if self.models is None:
-            listed = await probe(self.base_url, self.api_key)
-            if listed is None:
+            found = await probe(self.base_url, self.api_key, timeout=self.timeout)
+            if found.busy:
+                raise LLMError(
+                    FailureKind.TIMEOUT, f"{self.base_url} did not list its models within {self.timeout:g} s"
+                )
+            if found.models is None:
                 raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(self.base_url))
-            self.models = listed
+            self.models = found.models
         if not self.models:
             raise LLMError(FailureKind.UNAVAILABLE, f"{self.base_url} lists no models; set margin.llm.model")
         return self.models[0]
@@ -92,7 +133,12 @@ class EndpointPool:
                 )
                 mode = None if config.structured_mode == StructuredMode.AUTO else config.structured_mode
                 endpoint = Endpoint(
-                    base_url, client, PriorityLimiter(config.max_concurrency), mode, api_key=api_key
+                    base_url,
+                    client,
+                    PriorityLimiter(config.max_concurrency),
+                    mode,
+                    api_key=api_key,
+                    timeout=config.timeout,
                 )
                 endpoint.embedded = (
                     self._auto == base_url and embedded.available() and self._is_embedded(base_url)
@@ -105,13 +151,24 @@ class EndpointPool:
         server = embedded._shared
         return server is not None and server.base_url == base_url
 
+    @staticmethod
+    def _embedded_died(base_url: str) -> bool:
+        server = embedded._shared
+        if server is None or server.base_url != base_url:
+            return False
+        return server.process is None or server.process.poll() is not None
+
     async def _resolve(self, config: EndpointConfig) -> str:
         if config.base_url != AUTO:
-            return config.base_url.rstrip("/")
-        if self._auto is not None:
+            return check_url(config.base_url)
+        if self._auto is not None and not self._embedded_died(self._auto):
             return self._auto
+        if self._auto is not None:
+            log.warning("the embedded model server stopped; starting it again")
+            self._endpoints.pop(self._auto, None)
+            self._auto = None
         api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
-        if await probe(VLLM_DEFAULT_URL, api_key) is not None:
+        if (await probe(VLLM_DEFAULT_URL, api_key)).present:
             self._auto = VLLM_DEFAULT_URL
             log.info("using the LLM server at %s", VLLM_DEFAULT_URL)
             return self._auto

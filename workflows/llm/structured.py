@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -48,26 +49,34 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
-def extract_json(text: str) -> Any:
-    """The JSON a model answered, even when wrapped in prose or code fences. Raises ValueError."""
+def json_candidates(text: str) -> Iterator[Any]:
+    """Every JSON value a model's answer may mean, most likely first: the whole answer, fenced blocks, then
+    each balanced object or array in the prose (a citation like [3] is one, so callers check the schema)."""
     stripped = text.strip()
     if not stripped:
-        raise ValueError("the answer is empty")
-    candidates = [stripped]
-    candidates.extend(match.group(1).strip() for match in _FENCE.finditer(text))
-    for candidate in candidates:
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            pass
+        return
+    seen: set[str] = set()
+    candidates = [stripped, *(match.group(1).strip() for match in _FENCE.finditer(text))]
     for match in re.finditer(r"[{\[]", text):
         block = _balanced(text, match.start())
-        if block is None:
+        if block is not None:
+            candidates.append(block)
+    for candidate in candidates:
+        if candidate in seen:
             continue
+        seen.add(candidate)
         try:
-            return json.loads(block)
+            yield json.loads(candidate)
         except ValueError:
             continue
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON value in a model's answer, even when wrapped in prose or fences. Raises ValueError."""
+    if not text.strip():
+        raise ValueError("the answer is empty")
+    for data in json_candidates(text):
+        return data
     raise ValueError("the answer contains no parseable JSON")
 
 
