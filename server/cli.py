@@ -41,6 +41,16 @@ def _parser() -> argparse.ArgumentParser:
         help="Flesch-Kincaid grade above which a paragraph is flagged",
     )
 
+    review = commands.add_parser("review", help="focused feedback on every paragraph (calls an LLM)")
+    review.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help=".tex/.md file or content/ folder"
+    )
+    review.add_argument("--mode", choices=("full", "fast", "single"), default=None)
+    review.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    review.add_argument("--stats", action="store_true", help="print calls, tokens, cache hits and time")
+    review.add_argument("--literature", type=Path, action="append", default=[], help="folder of PDFs to read")
+    _llm_options(review)
+
     doctor = commands.add_parser("doctor", help="check which LLM endpoints and models answer, and the cache")
     _llm_options(doctor)
 
@@ -89,6 +99,18 @@ def _settings(arguments: argparse.Namespace) -> Settings:
     for problem in problems:
         print(f"margin: {problem}", file=sys.stderr)
     return settings
+
+
+def _review(arguments: argparse.Namespace) -> int:
+    from margin.workflows.llm.embedded import stop_shared_server
+
+    from .review_cli import run_review
+
+    settings = _settings(arguments)
+    try:
+        return asyncio.run(run_review(arguments, settings))
+    finally:
+        stop_shared_server()
 
 
 def _doctor(arguments: argparse.Namespace) -> int:
@@ -150,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if arguments.command == "check":
             return _check(arguments)
+        if arguments.command == "review":
+            return _review(arguments)
         if arguments.command == "doctor":
             return _doctor(arguments)
     except UsageError as error:

@@ -22,6 +22,7 @@ from margin.workflows.readability import ReadabilityCache
 from . import __version__, logs
 from .diagnostics import document_diagnostics, hover_markdown
 from .documents import LARGE_DOCUMENT, Analyzer, DocumentIndex, NotAnalysable
+from .review import ReviewCoordinator
 from .settings import DEFAULTS, SECTION, Settings, parse_settings
 
 log = logging.getLogger(f"{logs.LOGGER_NAME}.lsp")
@@ -86,6 +87,7 @@ class MarginServer(LanguageServer):
         self.global_settings: Settings = DEFAULTS
         self._document_settings: dict[str, Settings] = {}
         self._reported: set[str] = set()
+        self.reviews = ReviewCoordinator(self)
 
     # -- client facts -------------------------------------------------------------------------------------------
 
@@ -193,7 +195,20 @@ class MarginServer(LanguageServer):
         manuscript = await self.manuscript(uri, settings)
         if manuscript is None:
             return []
-        return document_diagnostics(manuscript, uri, settings, self.scores)
+        found = document_diagnostics(manuscript, uri, settings, self.scores)
+        return found + self.reviews.diagnostics(manuscript, uri, settings)
+
+    async def refresh(self, uri: str) -> None:
+        """New findings for a document: push them, or ask a pulling client to pull again."""
+        if self.client_pulls_diagnostics:
+            self._request_pull()
+        else:
+            await self.publish(uri)
+
+    def _request_pull(self) -> None:
+        workspace = self.client_capabilities.workspace
+        if workspace and workspace.diagnostics and workspace.diagnostics.refresh_support:
+            self.workspace_diagnostic_refresh(None)
 
     async def publish(self, uri: str) -> None:
         if self.client_pulls_diagnostics:
@@ -211,9 +226,7 @@ class MarginServer(LanguageServer):
 
     async def refresh_all(self) -> None:
         if self.client_pulls_diagnostics:
-            workspace = self.client_capabilities.workspace
-            if workspace and workspace.diagnostics and workspace.diagnostics.refresh_support:
-                self.workspace_diagnostic_refresh(None)
+            self._request_pull()
             return
         for uri in self.documents.uris():
             await self.publish(uri)
@@ -244,18 +257,25 @@ async def on_open(ls: MarginServer, params: types.DidOpenTextDocumentParams) -> 
     ls.documents.opened(params.text_document.uri)
     ls.analyzer.changed()
     await ls.publish(params.text_document.uri)
+    ls.reviews.schedule(params.text_document.uri, "open")
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 async def on_change(ls: MarginServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
     ls.analyzer.changed()
-    await ls.publish(params.text_document.uri)
+    if ls.reviews.tasks:  # an edited paragraph's review is for text that no longer exists: stop it
+        manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
+        if manuscript is not None:
+            ls.reviews.cancel_stale(uri, manuscript)
+    await ls.publish(uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 async def on_save(ls: MarginServer, params: types.DidSaveTextDocumentParams) -> None:
     ls.analyzer.changed()
     await ls.publish(params.text_document.uri)
+    ls.reviews.schedule(params.text_document.uri, "save")
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -284,6 +304,9 @@ async def on_hover(ls: MarginServer, params: types.HoverParams) -> types.Hover |
     manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
     if manuscript is None:
         return None
+    finding = ls.reviews.hover(manuscript, uri, params.position.line, params.position.character)
+    if finding is not None:
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=finding))
     position = Position(params.position.line, params.position.character)
     key = normalize_uri(uri)
     for paragraph in manuscript.paragraphs:
@@ -303,6 +326,80 @@ async def on_configuration(ls: MarginServer, params: types.DidChangeConfiguratio
     if params.settings is not None and not ls.client_has_configuration:
         ls.apply_global_settings(params.settings)
     await ls.refresh_all()
+
+
+REVIEW_PARAGRAPH = "margin.reviewParagraph"
+REVIEW_DOCUMENT = "margin.reviewDocument"
+DISMISS_FINDING = "margin.dismissFinding"
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Source]),
+)
+async def on_code_action(ls: MarginServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    """Listing actions costs no model call: the work runs when the user picks one (a command)."""
+    uri = params.text_document.uri
+    actions: list[types.CodeAction] = []
+    for diagnostic in params.context.diagnostics:
+        data = diagnostic.data if isinstance(diagnostic.data, dict) else {}
+        if diagnostic.source == "margin" and data.get("dismissal"):
+            actions.append(
+                types.CodeAction(
+                    title=f"Dismiss this finding ({data.get('label', 'margin')})",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    command=types.Command("Dismiss this finding", DISMISS_FINDING, [uri, data["dismissal"]]),
+                )
+            )
+    manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
+    if manuscript is not None:
+        start = params.range.start
+        key = normalize_uri(uri)
+        for paragraph in manuscript.paragraphs:
+            if normalize_uri(paragraph.uri) == key and paragraph.contains(
+                Position(start.line, start.character)
+            ):
+                actions.append(
+                    types.CodeAction(
+                        title="Review this paragraph",
+                        kind=types.CodeActionKind.Source,
+                        command=types.Command(
+                            "Review this paragraph", REVIEW_PARAGRAPH, [uri, start.line, start.character]
+                        ),
+                    )
+                )
+                break
+    return actions
+
+
+@server.command(REVIEW_PARAGRAPH)
+async def review_paragraph_command(ls: MarginServer, uri: str, line: int, character: int) -> dict[str, int]:
+    manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
+    paragraph = manuscript.paragraph_at(uri, Position(line, character)) if manuscript else None
+    if paragraph is None:
+        ls.tell_user("there is no paragraph to review at that position", types.MessageType.Info)
+        return {"reviewed": 0}
+    return {"reviewed": await ls.reviews.review(uri, [paragraph], interactive=True)}
+
+
+@server.command(REVIEW_DOCUMENT)
+async def review_document_command(ls: MarginServer, uri: str) -> dict[str, int]:
+    return {"reviewed": await ls.reviews.review(uri, interactive=True)}
+
+
+@server.command(DISMISS_FINDING)
+async def dismiss_finding_command(ls: MarginServer, uri: str, dismissal: str) -> dict[str, bool]:
+    manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
+    dismissed = manuscript is not None and ls.reviews.dismiss(uri, manuscript, dismissal)
+    if dismissed:
+        await ls.refresh(uri)
+    return {"dismissed": dismissed}
+
+
+@server.feature(types.SHUTDOWN)
+async def on_shutdown(ls: MarginServer, params: None) -> None:
+    await ls.reviews.close()
 
 
 def serve_stdio() -> None:

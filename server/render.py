@@ -33,10 +33,10 @@ def check(manuscript: Manuscript, settings: Settings, scores: ReadabilityCache) 
 
 def _file_of(uri: str) -> str:
     path = uri_to_path(uri)
-    return _relative(str(path)) if path is not None else uri
+    return relative_file(str(path)) if path is not None else uri
 
 
-def _relative(name: str) -> str:
+def relative_file(name: str) -> str:
     try:
         return str(Path(name).relative_to(Path.cwd()))
     except ValueError:
@@ -46,7 +46,7 @@ def _relative(name: str) -> str:
 def paragraph_json(item: CheckedParagraph) -> dict[str, object]:
     paragraph = item.paragraph
     return {
-        "file": _relative(paragraph.file),
+        "file": relative_file(paragraph.file),
         "range": paragraph.range.to_json(),
         "section": list(paragraph.section),
         "kind": paragraph.kind.value,
@@ -70,11 +70,11 @@ def as_json(results: list[tuple[Manuscript, list[CheckedParagraph]]], errors: li
         overall = document_score(item.paragraph.text for item in items)
         documents.append(
             {
-                "file": _relative(manuscript.files[0].display_name)
+                "file": relative_file(manuscript.files[0].display_name)
                 if manuscript.files
                 else manuscript.root_uri,
                 "title": manuscript.title,
-                "files": [_relative(source.display_name) for source in manuscript.files],
+                "files": [relative_file(source.display_name) for source in manuscript.files],
                 "paragraphs": len(items),
                 "readability": {"fkgl": overall.fkgl, "cli": overall.cli, "dcrs": overall.dcrs},
                 "problems": [
@@ -113,7 +113,7 @@ def as_text(manuscript: Manuscript, items: list[CheckedParagraph], settings: Set
         marker = "!" if item.flagged else " "
         section = " › ".join(paragraph.section) or "-"
         lines.append(
-            f"{marker} {_relative(paragraph.file)}:{start.line + 1}:{start.character + 1} "
+            f"{marker} {relative_file(paragraph.file)}:{start.line + 1}:{start.character + 1} "
             f"[{paragraph.kind.value}] {section}: FKGL {scores.fkgl:.1f}  CLI {scores.cli:.1f}  "
             f"DCRS {scores.dcrs:.1f}  ({scores.words} words)"
         )

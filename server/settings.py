@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from margin.workflows.feedback.pipeline import ReviewOptions
+from margin.workflows.feedback.types import Mode
 from margin.workflows.llm.config import AUTO, EndpointConfig, LLMConfig, RoleRoute
 from margin.workflows.llm.types import ROLES, StructuredMode
 
@@ -22,7 +24,9 @@ SECTION = "margin"
 @dataclass(frozen=True, slots=True)
 class SettingSpec:
     key: str
-    kind: str  # "boolean" | "number" | "integer" | "string" | "object" (per-role routes)
+    kind: (
+        str  # "boolean" | "number" | "integer" | "string" | "list" (of strings) | "object" (per-role routes)
+    )
     default: Any
     description: str
     minimum: float | None = None
@@ -49,6 +53,8 @@ class SettingSpec:
             and (self.choices is None or value in self.choices)
         ):
             return value, None
+        elif self.kind == "list" and isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return list(value), None
         elif self.kind == "object" and isinstance(value, Mapping):
             routes, problem = _role_routes(value)
             if problem is None:
@@ -71,6 +77,8 @@ class SettingSpec:
             return noun
         if self.kind == "object":
             return "an object mapping agent roles to {endpoint, model, apiKeyEnv}"
+        if self.kind == "list":
+            return "a list of strings"
         return "true or false" if self.kind == "boolean" else "a string"
 
 
@@ -114,6 +122,58 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Paragraphs with fewer words get no readability diagnostic (the formulas are noisy on short text).",
         minimum=0,
         maximum=10_000,
+    ),
+    SettingSpec(
+        "review.trigger",
+        "string",
+        "openAndSave",
+        "When focused feedback runs: on open and on save (changed paragraphs only), on save only, or only "
+        "when asked (commands and the code action).",
+        choices=("openAndSave", "save", "manual"),
+    ),
+    SettingSpec(
+        "review.mode",
+        "string",
+        "full",
+        "full: planner, controller, investigator and reviewer; fast: one reviewer call with context from the "
+        "paper; single: the reviewer alone.",
+        choices=("full", "fast", "single"),
+    ),
+    SettingSpec(
+        "review.severity",
+        "string",
+        "warning",
+        "Severity of focused-feedback diagnostics.",
+        choices=("error", "warning", "information", "hint"),
+    ),
+    SettingSpec(
+        "review.candidatePlans",
+        "integer",
+        3,
+        "Plans the planner writes; the best one runs.",
+        minimum=1,
+        maximum=8,
+    ),
+    SettingSpec("review.planJudge", "boolean", False, "Also let a model rate the candidate plans."),
+    SettingSpec(
+        "review.minWords",
+        "integer",
+        25,
+        "Paragraphs with fewer words are not reviewed.",
+        minimum=1,
+        maximum=10_000,
+    ),
+    SettingSpec(
+        "review.literatureFolders",
+        "list",
+        [],
+        "Folders (absolute, or relative to the workspace folder) whose PDFs the investigator may read.",
+    ),
+    SettingSpec(
+        "review.webSearchUrl",
+        "string",
+        "",
+        "A SearxNG-style JSON search URL for literature questions; empty: no web search (the default).",
     ),
     SettingSpec(
         "maxFileSizeMB",
@@ -224,6 +284,15 @@ class Settings:
     @property
     def log_level(self) -> str:
         return str(self.values["logLevel"])
+
+    def review_options(self) -> ReviewOptions:
+        values = self.values
+        return ReviewOptions(
+            mode=Mode(values["review.mode"]),
+            candidates=int(values["review.candidatePlans"]),
+            judge=bool(values["review.planJudge"]),
+            min_words=int(values["review.minWords"]),
+        )
 
     def llm_config(self) -> LLMConfig:
         """The LLM layer's configuration from these settings."""

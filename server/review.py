@@ -1,0 +1,322 @@
+"""Focused feedback in the editor: when reviews run, their progress and cancellation, and their findings as
+diagnostics, hovers and dismissals.
+
+Results are kept by paragraph id (a hash of the paragraph's text), never by position: a finding is shown only
+while a paragraph with exactly that text exists, at wherever that paragraph is now. Editing a paragraph gives it
+a new id, which cancels the old text's review and keeps its result from ever being published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from margin.workflows.feedback.dismissals import DismissalStore, dismissal_key
+from margin.workflows.feedback.literature import Literature, WebSearch
+from margin.workflows.feedback.pipeline import ReviewContext, review_paragraph, reviewable
+from margin.workflows.feedback.types import Finding, ParagraphReview, Source
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.types import Priority
+from margin.workflows.manuscript.model import Manuscript, Paragraph
+from margin.workflows.manuscript.source import normalize_uri, uri_to_path
+
+from .diagnostics import SOURCE, lsp_range
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .lsp import MarginServer
+
+log = logging.getLogger("margin.review")
+
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "information": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A finding as it stands in a document now."""
+
+    paragraph: Paragraph
+    finding: Finding
+    key: str  # its dismissal key
+
+
+class ReviewCoordinator:
+    def __init__(self, server: MarginServer) -> None:
+        self.server = server
+        self.results: dict[str, ParagraphReview] = {}
+        self.tasks: dict[str, asyncio.Task[ParagraphReview]] = {}
+        self.task_uri: dict[str, str] = {}
+        self._runs: set[asyncio.Task[None]] = set()
+        self._llm: LLMClient | None = None
+        self._llm_settings: Any = None
+        self._stores: dict[Path, DismissalStore] = {}
+
+    # -- resources ----------------------------------------------------------------------------------------------
+
+    def llm(self, settings: Settings) -> LLMClient:
+        config = settings.llm_config()
+        if self._llm is None or self._llm_settings != config:
+            if self._llm is not None:
+                old = self._llm
+                self._spawn(old.close())
+            self._llm = LLMClient(config)
+            self._llm_settings = config
+        return self._llm
+
+    async def close(self) -> None:
+        for task in list(self.tasks.values()):
+            task.cancel()
+        if self._llm is not None:
+            await self._llm.close()
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coroutine)
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        return task
+
+    def store_for(self, uri: str) -> DismissalStore:
+        """The dismissal store of the workspace folder that holds the document (else its own folder)."""
+        path = uri_to_path(uri)
+        folder = path.parent if path is not None else Path.cwd()
+        for workspace_folder in self.server.workspace.folders.values():
+            root = uri_to_path(workspace_folder.uri)
+            if root is not None and path is not None and path.is_relative_to(root):
+                folder = root
+                break
+        return self._stores.setdefault(folder, DismissalStore(folder))
+
+    async def _literature(self, manuscript: Manuscript, settings: Settings, uri: str) -> Literature:
+        base = uri_to_path(uri)
+        folders = []
+        for entry in settings.values["review.literatureFolders"]:
+            folder = Path(entry).expanduser()
+            if not folder.is_absolute() and base is not None:
+                folder = self.store_for(uri).path.parent.parent / folder
+            folders.append(folder)
+        url = settings.values["review.webSearchUrl"]
+        return await Literature.gather(manuscript, folders, WebSearch(url) if url else None)
+
+    # -- when ---------------------------------------------------------------------------------------------------
+
+    def schedule(self, uri: str, reason: str) -> None:
+        """Review a document's new or changed paragraphs in the background, if the trigger setting says so."""
+        self._spawn(self._maybe_review(uri, reason))
+
+    async def _maybe_review(self, uri: str, reason: str) -> None:
+        settings = await self.server.settings_for(uri)
+        trigger = settings.values["review.trigger"]
+        if trigger == "manual" or (trigger == "save" and reason != "save"):
+            return
+        await self.review(uri)
+
+    def cancel_stale(self, uri: str, manuscript: Manuscript) -> None:
+        """Cancel the reviews of this document's paragraphs whose text is gone (they were edited)."""
+        current = {paragraph.id for paragraph in manuscript.paragraphs}
+        key = normalize_uri(uri)
+        for paragraph_id, task_uri in list(self.task_uri.items()):
+            if task_uri == key and paragraph_id not in current:
+                task = self.tasks.get(paragraph_id)
+                if task is not None and not task.done():
+                    log.debug("cancelling the review of edited paragraph %s", paragraph_id)
+                    task.cancel()
+
+    # -- running ------------------------------------------------------------------------------------------------
+
+    async def review(
+        self, uri: str, only: Iterable[Paragraph] | None = None, interactive: bool = False
+    ) -> int:
+        """Review the document's reviewable paragraphs that have no result yet (or `only` those); return how
+        many reviews ran. Shows progress; cancelling the progress cancels the reviews."""
+        settings = await self.server.settings_for(uri)
+        manuscript = await self.server.manuscript(uri, settings)
+        if manuscript is None:
+            return 0
+        options = settings.review_options()
+        options.priority = Priority.INTERACTIVE if interactive else Priority.BACKGROUND
+        key = normalize_uri(uri)
+        candidates = (
+            list(only)
+            if only is not None
+            else [p for p in manuscript.paragraphs if normalize_uri(p.uri) == key]
+        )
+        todo = [
+            paragraph
+            for paragraph in candidates
+            if (interactive or reviewable(paragraph, options))
+            and paragraph.id not in self.tasks
+            and (interactive or paragraph.id not in self.results)
+        ]
+        if not todo:
+            return 0
+        llm = self.llm(settings)
+        context = await ReviewContext.build(manuscript, await self._literature(manuscript, settings, uri))
+        tasks = []
+        for paragraph in todo:
+            task = asyncio.ensure_future(review_paragraph(paragraph, context, llm, options))
+            self.tasks[paragraph.id] = task
+            self.task_uri[paragraph.id] = key
+            tasks.append((paragraph, task))
+        await self._follow(uri, tasks)
+        return len(tasks)
+
+    async def _follow(self, uri: str, tasks: list[tuple[Paragraph, asyncio.Task[ParagraphReview]]]) -> None:
+        total = len(tasks)
+        token = await self._begin_progress(f"Reviewing 0/{total} paragraphs", [task for _, task in tasks])
+        done = 0
+        try:
+            for future in asyncio.as_completed([task for _, task in tasks]):
+                try:
+                    result = await future
+                except asyncio.CancelledError:
+                    if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                        raise  # we ourselves are being cancelled, not just one review
+                    result = None
+                done += 1
+                if result is not None:
+                    self.results[result.paragraph_id] = result
+                    for failure in result.failures:
+                        log.info("review of %s: %s", result.paragraph_id, failure)
+                    await self.server.refresh(uri)
+                self._report_progress(token, f"Reviewing {done}/{total} paragraphs", done * 100 // total)
+        finally:
+            for paragraph, task in tasks:
+                if self.tasks.get(paragraph.id) is task:
+                    del self.tasks[paragraph.id]
+                    self.task_uri.pop(paragraph.id, None)
+            self._end_progress(token, f"Reviewed {done}/{total} paragraphs")
+
+    # -- progress -----------------------------------------------------------------------------------------------
+
+    async def _begin_progress(self, title: str, tasks: list[asyncio.Task[ParagraphReview]]) -> str | None:
+        window = self.server.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return None
+        token = f"margin-review-{uuid.uuid4().hex[:8]}"
+        try:
+            await asyncio.wait_for(self.server.work_done_progress.create_async(token), timeout=5)
+        except Exception as error:  # a client that refuses progress still gets its reviews
+            log.debug("no progress for this review: %s", error)
+            return None
+        self.server.work_done_progress.begin(
+            token, types.WorkDoneProgressBegin(title="margin", message=title, cancellable=True, percentage=0)
+        )
+        cancelled = self.server.work_done_progress.tokens.get(token)
+        if cancelled is not None:
+            cancelled.add_done_callback(lambda _: [task.cancel() for task in tasks])
+        return token
+
+    def _report_progress(self, token: str | None, message: str, percentage: int) -> None:
+        if token is not None:
+            self.server.work_done_progress.report(
+                token, types.WorkDoneProgressReport(message=message, percentage=percentage)
+            )
+
+    def _end_progress(self, token: str | None, message: str) -> None:
+        if token is not None:
+            self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+
+    # -- showing ------------------------------------------------------------------------------------------------
+
+    def shown(self, manuscript: Manuscript, uri: str) -> list[Shown]:
+        """Findings for the paragraphs of this document as they are now, without dismissed ones."""
+        key = normalize_uri(uri)
+        store = self.store_for(uri)
+        shown = []
+        for paragraph in manuscript.paragraphs:
+            result = self.results.get(paragraph.id)
+            if result is None or normalize_uri(paragraph.uri) != key:
+                continue
+            for finding in result.findings:
+                dismissal = dismissal_key(paragraph.text, finding.label.value, finding.quote)
+                if not store.is_dismissed(dismissal):
+                    shown.append(Shown(paragraph, finding, dismissal))
+        return shown
+
+    def diagnostics(self, manuscript: Manuscript, uri: str, settings: Settings) -> list[types.Diagnostic]:
+        severity = _SEVERITY[settings.values["review.severity"]]
+        return [self._diagnostic(item, manuscript, severity) for item in self.shown(manuscript, uri)]
+
+    def _diagnostic(
+        self, item: Shown, manuscript: Manuscript, severity: types.DiagnosticSeverity
+    ) -> types.Diagnostic:
+        finding = item.finding
+        return types.Diagnostic(
+            range=lsp_range(item.paragraph.range_of(finding.start, finding.end)),
+            message=finding.review,
+            severity=severity,
+            source=SOURCE,
+            code=finding.label.value,
+            related_information=_evidence_locations(finding, manuscript) or None,
+            data={
+                "paragraphId": item.paragraph.id,
+                "label": finding.label.value,
+                "quote": finding.quote,
+                "dismissal": item.key,
+            },
+        )
+
+    def hover(self, manuscript: Manuscript, uri: str, line: int, character: int) -> str | None:
+        for item in self.shown(manuscript, uri):
+            span = item.paragraph.range_of(item.finding.start, item.finding.end)
+            start, end = span.start, span.end
+            if (start.line, start.character) <= (line, character) <= (end.line, end.character):
+                return finding_markdown(item.finding)
+        return None
+
+    def dismiss(self, uri: str, manuscript: Manuscript, dismissal: str) -> bool:
+        for item in self.shown(manuscript, uri):
+            if item.key == dismissal:
+                self.store_for(uri).dismiss(
+                    dismissal, item.finding.label.value, item.finding.quote, item.paragraph.text
+                )
+                return True
+        return False
+
+
+def _evidence_locations(finding: Finding, manuscript: Manuscript) -> list[types.DiagnosticRelatedInformation]:
+    files = {normalize_uri(source.uri): source for source in manuscript.files}
+    related = []
+    for evidence in finding.evidence:
+        if evidence.source is not Source.PAPER:
+            continue
+        for passage in evidence.passages[:2]:
+            source = files.get(normalize_uri(passage.uri)) if passage.uri else None
+            if source is None:
+                continue
+            answer = f": {evidence.answer}" if evidence.answer else ""
+            message = f"Evidence for “{evidence.question}”{answer}"
+            related.append(
+                types.DiagnosticRelatedInformation(
+                    location=types.Location(
+                        uri=source.uri, range=lsp_range(source.range(passage.start, passage.end))
+                    ),
+                    message=message[:300],
+                )
+            )
+    return related[:6]
+
+
+def finding_markdown(finding: Finding) -> str:
+    lines = [f"**margin · {finding.label.value}**", "", finding.review]
+    if finding.reasoning:
+        lines += ["", f"*Reasoning:* {finding.reasoning}"]
+    answered = [item for item in finding.evidence if item.answer]
+    if answered:
+        lines += ["", "*Evidence gathered:*"]
+        for item in answered:
+            origin = "paper" if item.source is Source.PAPER else "literature"
+            lines.append(f"- ({origin}) **{item.question}** {item.answer}")
+    return "\n".join(lines)

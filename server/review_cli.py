@@ -1,0 +1,140 @@
+"""`margin review`: focused feedback for whole manuscripts in a terminal or CI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from margin.workflows.feedback.literature import Literature, WebSearch
+from margin.workflows.feedback.pipeline import review_manuscript
+from margin.workflows.feedback.types import Mode, ParagraphReview
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.manuscript.loader import ManuscriptLoader
+from margin.workflows.manuscript.model import Manuscript
+from margin.workflows.manuscript.source import UnreadableFile
+from margin.workflows.manuscript.sources import SourceProvider
+
+from .render import relative_file
+from .sarif import sarif_log
+from .settings import Settings
+
+EXIT_OK, EXIT_UNREADABLE = 0, 1
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, only when stderr is a terminal (never in logs or pipes)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.enabled = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, _: ParagraphReview) -> None:
+        if not self.enabled or not total:
+            return
+        width = 30
+        filled = width * done // total
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} paragraphs")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def finding_records(manuscript: Manuscript, reviews: list[ParagraphReview]) -> list[dict[str, Any]]:
+    paragraphs = {paragraph.id: paragraph for paragraph in manuscript.paragraphs}
+    records = []
+    for review in reviews:
+        paragraph = paragraphs.get(review.paragraph_id)
+        if paragraph is None:
+            continue
+        for finding in review.findings:
+            records.append(
+                {
+                    "file": relative_file(paragraph.file),
+                    "range": paragraph.range_of(finding.start, finding.end).to_json(),
+                    "label": finding.label.value,
+                    "quote": finding.quote,
+                    "review": finding.review,
+                    "reasoning": finding.reasoning,
+                    "paragraph_id": paragraph.id,
+                    "section": list(paragraph.section),
+                    "evidence": [
+                        {"question": item.question, "answer": item.answer, "source": item.source.value}
+                        for item in finding.evidence
+                        if item.answer
+                    ],
+                }
+            )
+    return records
+
+
+def as_text(records: list[dict[str, Any]], reviewed: int) -> str:
+    lines = []
+    for record in records:
+        start = record["range"]["start"]
+        lines.append(
+            f"{record['file']}:{start['line'] + 1}:{start['character'] + 1}: {record['label']}: {record['review']}"
+        )
+        lines.append(f"    “{record['quote']}”")
+    lines.append(f"{len(records)} finding(s) in {reviewed} reviewed paragraph(s)")
+    return "\n".join(lines)
+
+
+async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
+    options = settings.review_options()
+    if arguments.mode:
+        options.mode = Mode(arguments.mode)
+    loader = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes))
+    llm = LLMClient(settings.llm_config())
+    records: list[dict[str, Any]] = []
+    failures: list[str] = []
+    reviewed = 0
+    status = EXIT_OK
+    try:
+        with llm.measure() as usage:
+            for path in arguments.files:
+                try:
+                    manuscript, warnings = loader.load_path(path)
+                except UnreadableFile as error:
+                    print(f"margin: {error}", file=sys.stderr)
+                    status = EXIT_UNREADABLE
+                    continue
+                for warning in warnings:
+                    print(f"margin: {warning}", file=sys.stderr)
+                url = settings.values["review.webSearchUrl"]
+                literature = await Literature.gather(
+                    manuscript,
+                    [Path(folder) for folder in arguments.literature],
+                    WebSearch(url) if url else None,
+                )
+                reviews = await review_manuscript(
+                    manuscript,
+                    llm,
+                    options,
+                    literature=literature,
+                    progress=ProgressBar(f"{path.name} ({options.mode})"),
+                )
+                reviewed += len(reviews)
+                records.extend(finding_records(manuscript, reviews))
+                failures.extend(failure for review in reviews for failure in review.failures)
+    finally:
+        await llm.close()
+    if failures:
+        print(f"margin: {len(failures)} model call(s) failed; first: {failures[0]}", file=sys.stderr)
+    if arguments.format == "json":
+        print(
+            json.dumps(
+                {"findings": records, "reviewed_paragraphs": reviewed, "usage": usage.to_json()},
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+    elif arguments.format == "sarif":
+        print(json.dumps(sarif_log(records), indent=2, ensure_ascii=False))
+    else:
+        print(as_text(records, reviewed))
+    if arguments.stats:
+        print(f"margin: {usage.summary()}", file=sys.stderr)
+    return status

@@ -1,0 +1,1 @@
+"""Focused feedback (SWIF2T): planner, controller, investigator and reviewer over one paragraph at a time."""

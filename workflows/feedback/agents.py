@@ -1,0 +1,209 @@
+"""SWIF2T's agents as calls: planner, controller, investigator, reviewer, and an optional plan judge.
+
+Messages put stable text first (the role's instructions, the schema, the examples), then the paragraph, then
+what varies per call, so that vLLM's prefix cache serves the common part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.types import Priority, Request
+from margin.workflows.prompts import prompt, render
+
+from .plans import LITERATURE, PAPER, PLAN_SCHEMA, REVIEW, SKIP, Plan, Step
+from .retrieval import numbered_context
+from .types import Evidence, Passage, Source
+
+REVIEW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "findings": {
+            "type": "array",
+            "maxItems": 3,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "quote": {"type": "string"},
+                    "label": {"type": "string"},
+                    "review": {"type": "string"},
+                    "reasoning": {"type": "string"},
+                },
+                "required": ["quote", "label", "review", "reasoning"],
+            },
+        }
+    },
+    "required": ["findings"],
+}
+CONTROLLER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "explanation": {"type": "string"},
+        "action": {"type": "string", "enum": [PAPER, LITERATURE, REVIEW, SKIP]},
+        "question": {"type": "string"},
+    },
+    "required": ["explanation", "action"],
+}
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answerable": {"type": "boolean"},
+        "answer": {"type": "string"},
+        "passages": {"type": "array", "items": {"type": "integer"}},
+    },
+    "required": ["answerable", "answer"],
+}
+JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"ratings": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 10}}},
+    "required": ["ratings"],
+}
+_UNKNOWN = ("i don't know", "i do not know", "unknown", "not answerable", "cannot be answered")
+
+
+def _system(name: str, **values: str) -> dict[str, str]:
+    return {"role": "system", "content": render(name, **values) if values else prompt(name)}
+
+
+def _user(content: str) -> dict[str, str]:
+    return {"role": "user", "content": content}
+
+
+async def plan(llm: LLMClient, paragraph: str, candidate: int, candidates: int, priority: Priority) -> Plan:
+    """One candidate plan. Candidates differ in their last line, so each is its own call (and cache entry)."""
+    completion = await llm.complete(
+        Request(
+            role="planner",
+            messages=(
+                _system("planner"),
+                _user(f"Paragraph:\n{paragraph}\n\nWrite candidate plan {candidate} of {candidates}."),
+            ),
+            schema=PLAN_SCHEMA,
+            schema_name="plan",
+            priority=priority,
+            temperature=0.7 if candidates > 1 else None,
+        )
+    )
+    return Plan.from_json(completion.data)
+
+
+async def judge(llm: LLMClient, paragraph: str, plans: list[Plan], priority: Priority) -> list[float]:
+    """Ratings from 0 to 1 for each plan, by the judge model (an optional complement to the heuristics)."""
+    listing = "\n\n".join(
+        f"Plan {number}:\n" + "\n".join(f"{i}. [{s.action}] {s.question}" for i, s in enumerate(p.steps, 1))
+        for number, p in enumerate(plans, 1)
+    )
+    completion = await llm.complete(
+        Request(
+            role="judge",
+            messages=(
+                _system("judge"),
+                _user(f"Paragraph:\n{paragraph}\n\n{listing}\n\nRate each plan in order."),
+            ),
+            schema=JUDGE_SCHEMA,
+            schema_name="ratings",
+            priority=priority,
+        )
+    )
+    ratings = [float(value) / 10 for value in completion.data["ratings"]]
+    return (ratings + [0.0] * len(plans))[: len(plans)]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: str
+    question: str
+    explanation: str
+
+
+async def control(
+    llm: LLMClient, paragraph: str, evidence: list[Evidence], remaining: list[Step], priority: Priority
+) -> Decision:
+    progress = "\n".join(f"- Q: {item.question}\n  A: {item.answer}" for item in evidence) or "(nothing yet)"
+    steps = "\n".join(
+        f"{number}. [{step.action}] {step.question}" for number, step in enumerate(remaining, 1)
+    )
+    completion = await llm.complete(
+        Request(
+            role="controller",
+            messages=(
+                _system("controller"),
+                _user(
+                    f"Paragraph:\n{paragraph}\n\nWhat has been learned so far:\n{progress}\n\n"
+                    f"Remaining planned steps:\n{steps}\n\nDecide what to do about step 1 of the remaining steps."
+                ),
+            ),
+            schema=CONTROLLER_SCHEMA,
+            schema_name="decision",
+            priority=priority,
+        )
+    )
+    data = completion.data
+    return Decision(str(data["action"]), str(data.get("question") or "").strip(), str(data["explanation"]))
+
+
+async def investigate(
+    llm: LLMClient, question: str, passages: list[Passage], source: Source, priority: Priority
+) -> Evidence | None:
+    """The answer to a question from the given passages, or None when they do not answer it."""
+    if not passages:
+        return None
+    where = (
+        "this manuscript" if source is Source.PAPER else "the literature (cited works, the author's library)"
+    )
+    completion = await llm.complete(
+        Request(
+            role="investigator",
+            messages=(
+                _system("investigator", source=where),
+                _user(f"Passages:\n{numbered_context(passages)}\n\nQuestion: {question}"),
+            ),
+            schema=ANSWER_SCHEMA,
+            schema_name="answer",
+            priority=priority,
+        )
+    )
+    data = completion.data
+    answer = str(data.get("answer", "")).strip()
+    if not data.get("answerable") or not answer or answer.lower().rstrip(".") in _UNKNOWN:
+        return None  # "does not know" answers are dropped, as in the paper
+    cited = [
+        passages[n - 1] for n in data.get("passages") or [] if isinstance(n, int) and 0 < n <= len(passages)
+    ]
+    return Evidence(question, answer, source, tuple(cited or passages))
+
+
+def review_messages(paragraph: str, context: str) -> list[dict[str, str]]:
+    system = (
+        prompt("reviewer")
+        + "\n\nExamples of findings, written the way yours should be:\n\n"
+        + prompt("reviewer_examples")
+    )
+    body = f"Paragraph:\n{paragraph}"
+    if context:
+        body += f"\n\nContext gathered from the rest of the paper and the literature:\n{context}"
+    return [{"role": "system", "content": system}, _user(body)]
+
+
+async def review(llm: LLMClient, messages: list[dict[str, str]], priority: Priority) -> tuple[list[Any], str]:
+    """The reviewer's raw findings and its answer text (kept for a repair request)."""
+    completion = await llm.complete(
+        Request(
+            role="reviewer",
+            messages=tuple(messages),
+            schema=REVIEW_SCHEMA,
+            schema_name="review",
+            priority=priority,
+        )
+    )
+    return list(completion.data.get("findings", [])), completion.text
+
+
+def evidence_context(evidence: list[Evidence]) -> str:
+    lines = []
+    for item in evidence:
+        origin = "from the paper" if item.source is Source.PAPER else "from the literature"
+        lines.append(f"Q ({origin}): {item.question}\nA: {item.answer}")
+    return "\n\n".join(lines)

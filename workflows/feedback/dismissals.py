@@ -1,0 +1,83 @@
+"""Dismissed findings, stored in the workspace (.margin/dismissed.json) and keyed by content, not position:
+paragraph text + label + quote. A dismissal survives edits anywhere else in the document."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("margin.feedback.dismissals")
+FOLDER = ".margin"
+FILE = "dismissed.json"
+
+
+def dismissal_key(paragraph_text: str, label: str, quote: str) -> str:
+    def normal(text: str) -> str:
+        return re.sub(r"\s+", " ", text).strip().casefold()
+
+    material = "\x1f".join((normal(paragraph_text), label, normal(quote)))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
+class DismissalStore:
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / FOLDER / FILE
+        self._lock = threading.Lock()
+        self._entries: dict[str, dict[str, Any]] | None = None
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self._entries is not None:
+            return self._entries
+        entries: dict[str, dict[str, Any]] = {}
+        if self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                for item in data.get("dismissed", []):
+                    if isinstance(item, dict) and isinstance(item.get("key"), str):
+                        entries[item["key"]] = item
+            except (OSError, ValueError, AttributeError) as error:
+                # Keep the unreadable file for the user and start a new one beside it.
+                aside = self.path.with_name(f"{FILE}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+                log.warning("%s is unreadable (%s); moved to %s", self.path, error, aside.name)
+                try:
+                    self.path.replace(aside)
+                except OSError:
+                    pass
+        self._entries = entries
+        return entries
+
+    def is_dismissed(self, key: str) -> bool:
+        with self._lock:
+            return key in self._load()
+
+    def dismiss(self, key: str, label: str, quote: str, paragraph_excerpt: str) -> None:
+        with self._lock:
+            entries = self._load()
+            entries[key] = {
+                "key": key,
+                "label": label,
+                "quote": quote,
+                "paragraph": paragraph_excerpt[:160],
+                "dismissed": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+            self._write(entries)
+
+    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps({"dismissed": list(entries.values())}, indent=2, ensure_ascii=False)
+        handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".dismissed-", suffix=".json")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(payload + "\n")
+            os.replace(temporary, self.path)  # atomic: a crash never leaves half a file
+        except OSError:
+            Path(temporary).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,325 @@
+"""Focused feedback for paragraphs: SWIF2T's plan, control, investigate, review loop, as plain async functions.
+
+Modes: full (best of k plans, a controller deciding each step, paper and literature questions, the reviewer),
+fast (one reviewer call with context retrieved from the paper) and single (the reviewer alone). Every model
+failure is typed and handled here: a step that fails is skipped and recorded, never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.types import LLMError, Priority, Request
+from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
+
+from . import agents
+from .literature import Literature
+from .plans import LITERATURE, PAPER, REVIEW, SKIP, HeuristicPlanScorer, Plan, PlanScorer, Step, best_plan
+from .quotes import FUZZY_THRESHOLD, locate_quote
+from .retrieval import PassageIndex, manuscript_passages, numbered_context
+from .types import Evidence, Finding, Mode, ParagraphReview, Source, WeaknessType
+
+log = logging.getLogger("margin.feedback")
+
+REVIEWED_KINDS = frozenset({ParagraphKind.PARAGRAPH, ParagraphKind.LIST_ITEM})
+
+
+@dataclass
+class ReviewOptions:
+    mode: Mode = Mode.FULL
+    candidates: int = 3  # plans generated; the best by the scorer is run
+    max_questions: int = 8
+    passages: int = 5  # retrieved per question, as in the paper
+    judge: bool = False  # also let a model rate the candidate plans
+    min_words: int = 25  # shorter paragraphs are not reviewed
+    priority: Priority = Priority.BACKGROUND
+    fuzzy_threshold: float = FUZZY_THRESHOLD
+    scorer: PlanScorer = field(default_factory=HeuristicPlanScorer)
+
+
+@dataclass
+class ReviewContext:
+    """What every paragraph's review of one manuscript version shares: the passage index and the literature."""
+
+    manuscript: Manuscript
+    index: PassageIndex
+    literature: Literature
+
+    @classmethod
+    async def build(cls, manuscript: Manuscript, literature: Literature | None = None) -> ReviewContext:
+        index = await asyncio.to_thread(PassageIndex, manuscript_passages(manuscript))
+        return cls(manuscript, index, literature or Literature())
+
+
+def reviewable(paragraph: Paragraph, options: ReviewOptions) -> bool:
+    return paragraph.kind in REVIEWED_KINDS and len(paragraph.text.split()) >= options.min_words
+
+
+async def review_paragraph(
+    paragraph: Paragraph,
+    context: ReviewContext,
+    llm: LLMClient,
+    options: ReviewOptions | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> ParagraphReview:
+    """Review one paragraph. Cancelling the task cancels its model calls (and closes their requests)."""
+    options = options or ReviewOptions()
+    result = ParagraphReview(paragraph.id, options.mode)
+    with llm.measure() as usage:
+        if options.mode is Mode.FULL:
+            await _gather_full(paragraph, context, llm, options, result, on_step)
+            review_context = agents.evidence_context(result.evidence)
+        elif options.mode is Mode.FAST:
+            passages = context.index.search(paragraph.text, options.passages, exclude_paragraph=paragraph.id)
+            result.evidence = [Evidence("(retrieved for the paragraph)", "", Source.PAPER, tuple(passages))]
+            review_context = numbered_context(passages)
+        else:
+            review_context = ""
+        if on_step:
+            on_step("reviewer writing")
+        await _review(paragraph, review_context, llm, options, result)
+    result.usage = usage
+    return result
+
+
+async def _gather_full(
+    paragraph: Paragraph,
+    context: ReviewContext,
+    llm: LLMClient,
+    options: ReviewOptions,
+    result: ParagraphReview,
+    on_step: Callable[[str], None] | None,
+) -> None:
+    plan = await _choose_plan(paragraph, llm, options, result)
+    if plan is None:
+        return
+    result.plan = plan.to_json()
+    remaining = [step for step in plan.steps if step.action != REVIEW]
+    asked = 0
+    while remaining and asked < options.max_questions:
+        step = remaining[0]
+        try:
+            decision = await agents.control(llm, paragraph.text, result.evidence, remaining, options.priority)
+        except LLMError as failure:
+            result.failures.append(str(failure))
+            decision = agents.Decision(
+                step.action, step.question, "controller unavailable: run the step as planned"
+            )
+        if decision.action == REVIEW:
+            break
+        remaining = remaining[1:]
+        if decision.action == SKIP:
+            continue
+        question = decision.question or step.question
+        if not question:
+            continue
+        asked += 1
+        if on_step:
+            on_step(f"investigating {asked}/{len(remaining) + asked}")
+        evidence = await _investigate(paragraph, context, llm, options, decision.action, question, result)
+        if evidence is not None:
+            result.evidence.append(evidence)
+
+
+async def _choose_plan(
+    paragraph: Paragraph, llm: LLMClient, options: ReviewOptions, result: ParagraphReview
+) -> Plan | None:
+    count = max(1, options.candidates)
+    attempts = await asyncio.gather(
+        *(
+            agents.plan(llm, paragraph.text, number, count, options.priority)
+            for number in range(1, count + 1)
+        ),
+        return_exceptions=True,
+    )
+    plans: list[Plan] = []
+    for attempt in attempts:
+        if isinstance(attempt, LLMError):
+            result.failures.append(str(attempt))
+        elif isinstance(attempt, BaseException):
+            raise attempt  # cancellation, or a bug: never swallowed
+        else:
+            plans.append(attempt)
+    scorer = options.scorer
+    if options.judge and len(plans) > 1:
+        try:
+            ratings = await agents.judge(llm, paragraph.text, plans, options.priority)
+            scorer = _JudgedScorer(options.scorer, dict(zip(map(id, plans), ratings, strict=True)))
+        except LLMError as failure:
+            result.failures.append(str(failure))
+    chosen = best_plan(paragraph.text, plans, scorer)
+    if chosen is None:
+        result.failures.append("planner: no usable plan; reviewing with the paragraph alone")
+        return None
+    return chosen[0].executable()
+
+
+@dataclass
+class _JudgedScorer:
+    heuristics: PlanScorer
+    ratings: dict[int, float]
+
+    def score(self, paragraph: str, plan: Plan):  # type: ignore[no-untyped-def]
+        base = self.heuristics.score(paragraph, plan)
+        judged = self.ratings.get(id(plan), 0.0)
+        return type(base)(round((base.total + judged) / 2, 4), {**base.checks, "judge": judged})
+
+
+async def _investigate(
+    paragraph: Paragraph,
+    context: ReviewContext,
+    llm: LLMClient,
+    options: ReviewOptions,
+    action: str,
+    question: str,
+    result: ParagraphReview,
+) -> Evidence | None:
+    if action == PAPER:
+        passages = context.index.search(question, options.passages, exclude_paragraph=paragraph.id)
+        source = Source.PAPER
+    elif action == LITERATURE:
+        passages = await context.literature.search(question, paragraph, options.passages)
+        source = Source.LITERATURE
+    else:
+        return None
+    try:
+        return await agents.investigate(llm, question, passages, source, options.priority)
+    except LLMError as failure:
+        result.failures.append(str(failure))
+        return None
+
+
+async def _review(
+    paragraph: Paragraph, review_context: str, llm: LLMClient, options: ReviewOptions, result: ParagraphReview
+) -> None:
+    messages = agents.review_messages(paragraph.text, review_context)
+    try:
+        raw, answer = await agents.review(llm, messages, options.priority)
+    except LLMError as failure:
+        result.failures.append(str(failure))
+        return
+    findings, problems = _validate(raw, paragraph, options, result.evidence)
+    if problems:
+        # One repair request that says exactly what was wrong; what is still wrong after it is dropped.
+        repair = [
+            *messages,
+            {"role": "assistant", "content": answer[:6000]},
+            {
+                "role": "user",
+                "content": "Some findings cannot be used: "
+                + "; ".join(problems)
+                + ". Reply again with all your findings. Copy each quote character for character from the "
+                "paragraph, and use only the five labels.",
+            },
+        ]
+        try:
+            completion = await llm.complete(
+                Request(
+                    role="reviewer",
+                    messages=tuple(repair),
+                    schema=agents.REVIEW_SCHEMA,
+                    schema_name="review",
+                    priority=options.priority,
+                )
+            )
+            findings, problems = _validate(
+                list(completion.data.get("findings", [])), paragraph, options, result.evidence
+            )
+        except LLMError as failure:
+            result.failures.append(str(failure))
+        result.dropped.extend(problems)
+    result.findings = _distinct(findings)
+    result.no_weakness = not raw and not problems
+
+
+def _validate(
+    raw: Sequence[Any], paragraph: Paragraph, options: ReviewOptions, evidence: list[Evidence]
+) -> tuple[list[Finding], list[str]]:
+    findings: list[Finding] = []
+    problems: list[str] = []
+    for number, item in enumerate(raw, start=1):
+        if not isinstance(item, dict):
+            problems.append(f"finding {number} is not an object")
+            continue
+        label = WeaknessType.parse(str(item.get("label", "")))
+        quote = str(item.get("quote", ""))
+        review_text = str(item.get("review", "")).strip()
+        if label is None:
+            problems.append(f"finding {number}: {str(item.get('label'))!r} is not one of the five labels")
+            continue
+        if not review_text:
+            problems.append(f"finding {number} has no review text")
+            continue
+        match = locate_quote(quote, paragraph.text, options.fuzzy_threshold)
+        if match is None:
+            problems.append(f"finding {number}: the quote {json.dumps(quote[:200])} is not in the paragraph")
+            continue
+        findings.append(
+            Finding(
+                paragraph_id=paragraph.id,
+                label=label,
+                quote=paragraph.text[match.start : match.end],
+                review=review_text,
+                reasoning=str(item.get("reasoning", "")).strip(),
+                start=match.start,
+                end=match.end,
+                evidence=tuple(evidence),
+                match=match.how,
+            )
+        )
+    return findings, problems
+
+
+def _distinct(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, int, int]] = set()
+    unique = []
+    for finding in findings:
+        key = (finding.label.value, finding.start, finding.end)
+        if key not in seen:
+            seen.add(key)
+            unique.append(finding)
+    return unique
+
+
+Progress = Callable[[int, int, ParagraphReview], Awaitable[None] | None]
+
+
+async def review_manuscript(
+    manuscript: Manuscript,
+    llm: LLMClient,
+    options: ReviewOptions | None = None,
+    paragraphs: Sequence[Paragraph] | None = None,
+    literature: Literature | None = None,
+    progress: Progress | None = None,
+) -> list[ParagraphReview]:
+    """Review paragraphs concurrently (the LLM layer's limiter bounds the requests in flight)."""
+    options = options or ReviewOptions()
+    chosen = [
+        p for p in (paragraphs if paragraphs is not None else manuscript.paragraphs) if reviewable(p, options)
+    ]
+    context = await ReviewContext.build(manuscript, literature)
+    done = 0
+    results: list[ParagraphReview | None] = [None] * len(chosen)
+
+    async def one(index: int, paragraph: Paragraph) -> None:
+        nonlocal done
+        results[index] = await review_paragraph(paragraph, context, llm, options)
+        done += 1
+        if progress is not None:
+            outcome = progress(done, len(chosen), results[index])  # type: ignore[arg-type]
+            if asyncio.iscoroutine(outcome):
+                await outcome
+
+    async with asyncio.TaskGroup() as group:  # an unexpected error (a bug) cancels the rest, not hangs
+        for index, paragraph in enumerate(chosen):
+            group.create_task(one(index, paragraph))
+    return [result for result in results if result is not None]
+
+
+__all__ = ["ReviewContext", "ReviewOptions", "Step", "review_manuscript", "review_paragraph", "reviewable"]

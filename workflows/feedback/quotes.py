@@ -1,0 +1,102 @@
+"""Finding a reviewer's quote in the paragraph: exactly, after normalization, or as the best fuzzy span.
+
+Models paraphrase and invent quotes; a finding is shown only if its quote maps onto real text, and the
+squiggle then sits under exactly that text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rapidfuzz import fuzz
+
+_QUOTE_MARKS = "\"'“”‘’«»`"
+_EQUIVALENT = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "–": "-", "—": "-", "\u00a0": " "})
+_DROPPED = set("*_`\\{}")  # markup a model may add or leave out around words
+_MIN_QUOTE = 3
+FUZZY_THRESHOLD = 88.0
+
+
+@dataclass(frozen=True, slots=True)
+class QuoteMatch:
+    start: int
+    end: int
+    how: str  # exact | normalized | fuzzy
+    score: float = 100.0
+
+
+def _clean(quote: str) -> str:
+    quote = quote.strip().strip(_QUOTE_MARKS).strip()
+    quote = re.sub(r"^(?:\.\.\.|…)\s*|\s*(?:\.\.\.|…)$", "", quote)
+    return quote.strip()
+
+
+def _normalized(text: str) -> tuple[str, list[int]]:
+    """Case-folded text with white space collapsed and markup dropped, and each character's original index."""
+    characters: list[str] = []
+    positions: list[int] = []
+    previous_space = True
+    for index, char in enumerate(text.translate(_EQUIVALENT)):
+        if char in _DROPPED:
+            continue
+        if char.isspace():
+            if previous_space:
+                continue
+            char = " "
+            previous_space = True
+        else:
+            previous_space = False
+        folded = char.casefold()
+        characters.append(folded[0] if folded else char)
+        positions.append(index)
+    while characters and characters[-1] == " ":
+        characters.pop()
+        positions.pop()
+    return "".join(characters), positions
+
+
+def _snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """Widen a fuzzy span to whole words and trim surrounding white space."""
+    while start > 0 and text[start - 1].isalnum() and text[start].isalnum():
+        start -= 1
+    while end < len(text) and text[end - 1].isalnum() and text[end].isalnum():
+        end += 1
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def locate_quote(quote: str, text: str, threshold: float = FUZZY_THRESHOLD) -> QuoteMatch | None:
+    """Where `quote` is in `text`, or None when it is not there closely enough."""
+    quote = _clean(quote)
+    if len(quote) < _MIN_QUOTE or not text:
+        return None
+    found = text.find(quote)
+    if found >= 0:
+        return QuoteMatch(found, found + len(quote), "exact")
+    normal_quote, _ = _normalized(quote)
+    normal_text, positions = _normalized(text)
+    if len(normal_quote) < _MIN_QUOTE:
+        return None
+    found = normal_text.find(normal_quote)
+    if found >= 0:
+        start = positions[found]
+        end = positions[found + len(normal_quote) - 1] + 1
+        return QuoteMatch(start, end, "normalized")
+    if len(normal_quote) < 12:
+        return None  # too short for a fuzzy match to mean anything
+    alignment = fuzz.partial_ratio_alignment(normal_quote, normal_text)
+    if alignment is None or alignment.score < threshold:
+        return None
+    span = alignment.dest_end - alignment.dest_start
+    if span < 0.6 * len(normal_quote):
+        return None
+    start = positions[alignment.dest_start]
+    end = positions[min(alignment.dest_end, len(positions)) - 1] + 1
+    start, end = _snap_to_words(text, start, end)
+    if end <= start:
+        return None
+    return QuoteMatch(start, end, "fuzzy", float(alignment.score))

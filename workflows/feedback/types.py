@@ -1,0 +1,103 @@
+"""Findings and the evidence behind them; what the feedback pipeline returns for a paragraph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from margin.workflows.llm.types import Usage
+
+
+class WeaknessType(StrEnum):
+    REPLICABILITY = "Replicability"
+    ORIGINALITY = "Originality"
+    SOUNDNESS = "Empirical and Theoretical Soundness"
+    COMPARISON = "Meaningful Comparison"
+    SUBSTANCE = "Substance"
+
+    @classmethod
+    def parse(cls, value: str) -> WeaknessType | None:
+        """A label as models write it: exact, case-insensitive, or one of its words ("soundness")."""
+        wanted = " ".join(value.replace("_", " ").replace("-", " ").split()).casefold()
+        for member in cls:
+            if member.value.casefold() == wanted:
+                return member
+        for member in cls:
+            if wanted and (wanted in member.value.casefold() or member.value.casefold() in wanted):
+                return member
+        return None
+
+    @property
+    def code(self) -> str:
+        """The diagnostic code: short and stable."""
+        return {
+            WeaknessType.REPLICABILITY: "replicability",
+            WeaknessType.ORIGINALITY: "originality",
+            WeaknessType.SOUNDNESS: "soundness",
+            WeaknessType.COMPARISON: "comparison",
+            WeaknessType.SUBSTANCE: "substance",
+        }[self]
+
+
+class Mode(StrEnum):
+    FULL = "full"  # planner, controller, investigator, reviewer
+    FAST = "fast"  # one reviewer call with context retrieved from the paper
+    SINGLE = "single"  # the reviewer alone (the paper's GPT-4 baseline)
+
+
+class Source(StrEnum):
+    PAPER = "paper"
+    LITERATURE = "literature"
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A retrievable piece of text: from the manuscript (with where it is) or from the literature."""
+
+    id: str
+    text: str
+    source: Source
+    title: str = ""  # section path, or the work's title
+    uri: str | None = None  # for manuscript passages: the file
+    start: int = 0  # source offsets in that file
+    end: int = 0
+    paragraph_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One answered question and the passages the answer came from."""
+
+    question: str
+    answer: str
+    source: Source
+    passages: tuple[Passage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A validated weakness: its quote is found in the paragraph at plain[start:end]."""
+
+    paragraph_id: str
+    label: WeaknessType
+    quote: str
+    review: str
+    reasoning: str
+    start: int
+    end: int
+    evidence: tuple[Evidence, ...] = ()
+    match: str = "exact"  # exact | normalized | fuzzy: how the quote was found
+
+
+@dataclass
+class ParagraphReview:
+    paragraph_id: str
+    mode: Mode
+    findings: list[Finding] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    plan: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # why model findings were not shown
+    failures: list[str] = field(default_factory=list)  # typed LLM failures met on the way
+    usage: Usage = field(default_factory=Usage)
+    no_weakness: bool = False
