@@ -3,6 +3,7 @@ paragraph text + label + quote. A dismissal survives edits anywhere else in the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -47,10 +48,8 @@ class DismissalStore:
                 # Keep the unreadable file for the user and start a new one beside it.
                 aside = self.path.with_name(f"{FILE}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
                 log.warning("%s is unreadable (%s); moved to %s", self.path, error, aside.name)
-                try:
+                with contextlib.suppress(OSError):
                     self.path.replace(aside)
-                except OSError:
-                    pass
         self._entries = entries
         return entries
 

@@ -10,13 +10,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
+
+from rapidfuzz import fuzz
 
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import LLMError, Priority, Request
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
+from margin.workflows.prompts import prompt
 
 from . import agents
 from .literature import Literature
@@ -238,6 +243,18 @@ async def _review(
     result.no_weakness = not raw and not problems
 
 
+@lru_cache(maxsize=1)
+def _example_reviews() -> tuple[str, ...]:
+    return tuple(re.findall(r'"review": "([^"]+)"', prompt("reviewer_examples")))
+
+
+def copied_from_examples(review_text: str) -> bool:
+    """Small models copy the in-context examples; such a review is about another paragraph."""
+    if len(review_text) < 30:
+        return False
+    return any(fuzz.partial_ratio(review_text, example) >= 90 for example in _example_reviews())
+
+
 def _validate(
     raw: Sequence[Any], paragraph: Paragraph, options: ReviewOptions, evidence: list[Evidence]
 ) -> tuple[list[Finding], list[str]]:
@@ -255,6 +272,9 @@ def _validate(
             continue
         if not review_text:
             problems.append(f"finding {number} has no review text")
+            continue
+        if copied_from_examples(review_text):
+            problems.append(f"finding {number} repeats an example review instead of reviewing this paragraph")
             continue
         match = locate_quote(quote, paragraph.text, options.fuzzy_threshold)
         if match is None:
@@ -277,14 +297,17 @@ def _validate(
 
 
 def _distinct(findings: list[Finding]) -> list[Finding]:
-    seen: set[tuple[str, int, int]] = set()
-    unique = []
+    """One finding per place: a model that gives one span (or most of it) several labels has not decided."""
+    kept: list[Finding] = []
     for finding in findings:
-        key = (finding.label.value, finding.start, finding.end)
-        if key not in seen:
-            seen.add(key)
-            unique.append(finding)
-    return unique
+        if not any(_overlap(finding, other) for other in kept):
+            kept.append(finding)
+    return kept
+
+
+def _overlap(one: Finding, other: Finding) -> bool:
+    shared = min(one.end, other.end) - max(one.start, other.start)
+    return shared > 0 and shared >= 0.5 * min(one.end - one.start, other.end - other.start)
 
 
 Progress = Callable[[int, int, ParagraphReview], Awaitable[None] | None]

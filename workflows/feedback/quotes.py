@@ -14,7 +14,7 @@ from rapidfuzz import fuzz
 _QUOTE_MARKS = "\"'“”‘’«»`"
 _EQUIVALENT = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "–": "-", "—": "-", "\u00a0": " "})
 _DROPPED = set("*_`\\{}")  # markup a model may add or leave out around words
-_MIN_QUOTE = 3
+_MIN_QUOTE = 8  # characters; a quote must also have at least two words to say where the problem is
 FUZZY_THRESHOLD = 88.0
 
 
@@ -72,7 +72,7 @@ def _snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
 def locate_quote(quote: str, text: str, threshold: float = FUZZY_THRESHOLD) -> QuoteMatch | None:
     """Where `quote` is in `text`, or None when it is not there closely enough."""
     quote = _clean(quote)
-    if len(quote) < _MIN_QUOTE or not text:
+    if len(quote) < _MIN_QUOTE or len(quote.split()) < 2 or not text:
         return None
     found = text.find(quote)
     if found >= 0:

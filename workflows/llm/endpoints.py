@@ -132,10 +132,13 @@ class EndpointPool:
                     base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=config.timeout
                 )
                 mode = None if config.structured_mode == StructuredMode.AUTO else config.structured_mode
+                # llama-cpp-python's server answers one request at a time: more in flight would only queue
+                # there, invisible to our priorities, and time out.
+                capacity = 1 if self._is_embedded(base_url) else config.max_concurrency
                 endpoint = Endpoint(
                     base_url,
                     client,
-                    PriorityLimiter(config.max_concurrency),
+                    PriorityLimiter(capacity),
                     mode,
                     api_key=api_key,
                     timeout=config.timeout,
