@@ -196,18 +196,41 @@ class MarginServer(LanguageServer):
         if manuscript is None:
             return []
         found = document_diagnostics(manuscript, uri, settings, self.scores)
+        if self.client_pulls_diagnostics and not self.pull_refresh_supported:
+            return found  # findings reach this client by push (see refresh)
         return found + self.reviews.diagnostics(manuscript, uri, settings)
+
+    @property
+    def pull_refresh_supported(self) -> bool:
+        workspace = self.client_capabilities.workspace
+        return bool(workspace and workspace.diagnostics and workspace.diagnostics.refresh_support)
+
+    async def _push_findings(self, uri: str) -> None:
+        """A pulling client that cannot be asked to pull again gets findings pushed (readability stays pulled)."""
+        settings = await self.settings_for(uri)
+        manuscript = await self.manuscript(uri, settings)
+        source = self.documents.get(uri)
+        if manuscript is None or source is None:
+            return
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(
+                uri=uri,
+                diagnostics=self.reviews.diagnostics(manuscript, uri, settings),
+                version=source.version,
+            )
+        )
 
     async def refresh(self, uri: str) -> None:
         """New findings for a document: push them, or ask a pulling client to pull again."""
-        if self.client_pulls_diagnostics:
+        if not self.client_pulls_diagnostics:
+            await self.publish(uri)
+        elif self.pull_refresh_supported:
             self._request_pull()
         else:
-            await self.publish(uri)
+            await self._push_findings(uri)
 
     def _request_pull(self) -> None:
-        workspace = self.client_capabilities.workspace
-        if workspace and workspace.diagnostics and workspace.diagnostics.refresh_support:
+        if self.pull_refresh_supported:
             self.workspace_diagnostic_refresh(None)
 
     async def publish(self, uri: str) -> None:
@@ -282,6 +305,7 @@ async def on_save(ls: MarginServer, params: types.DidSaveTextDocumentParams) -> 
 def on_close(ls: MarginServer, params: types.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.documents.closed(uri)
+    ls.reviews.cancel_document(uri)
     ls.analyzer.forget(uri)
     ls.analyzer.changed()
     if not ls.client_pulls_diagnostics:
@@ -349,7 +373,11 @@ async def on_code_action(ls: MarginServer, params: types.CodeActionParams) -> li
                     title=f"Dismiss this finding ({data.get('label', 'margin')})",
                     kind=types.CodeActionKind.QuickFix,
                     diagnostics=[diagnostic],
-                    command=types.Command("Dismiss this finding", DISMISS_FINDING, [uri, data["dismissal"]]),
+                    command=types.Command(
+                        title="Dismiss this finding",
+                        command=DISMISS_FINDING,
+                        arguments=[uri, data["dismissal"]],
+                    ),
                 )
             )
     manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
@@ -365,7 +393,9 @@ async def on_code_action(ls: MarginServer, params: types.CodeActionParams) -> li
                         title="Review this paragraph",
                         kind=types.CodeActionKind.Source,
                         command=types.Command(
-                            "Review this paragraph", REVIEW_PARAGRAPH, [uri, start.line, start.character]
+                            title="Review this paragraph",
+                            command=REVIEW_PARAGRAPH,
+                            arguments=[uri, start.line, start.character],
                         ),
                     )
                 )

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,27 +59,25 @@ class ReviewCoordinator:
         self.tasks: dict[str, asyncio.Task[ParagraphReview]] = {}
         self.task_uri: dict[str, str] = {}
         self._runs: set[asyncio.Task[None]] = set()
-        self._llm: LLMClient | None = None
-        self._llm_settings: Any = None
+        self._clients: dict[str, LLMClient] = {}
         self._stores: dict[Path, DismissalStore] = {}
 
     # -- resources ----------------------------------------------------------------------------------------------
 
     def llm(self, settings: Settings) -> LLMClient:
+        """One client per distinct LLM configuration (folders may differ); a client in use is never closed."""
         config = settings.llm_config()
-        if self._llm is None or self._llm_settings != config:
-            if self._llm is not None:
-                old = self._llm
-                self._spawn(old.close())
-            self._llm = LLMClient(config)
-            self._llm_settings = config
-        return self._llm
+        key = repr(config)
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = LLMClient(config)
+        return client
 
     async def close(self) -> None:
         for task in list(self.tasks.values()):
             task.cancel()
-        if self._llm is not None:
-            await self._llm.close()
+        for client in self._clients.values():
+            await client.close()
 
     def _spawn(self, coroutine: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coroutine)
@@ -91,8 +89,11 @@ class ReviewCoordinator:
         """The dismissal store of the workspace folder that holds the document (else its own folder)."""
         path = uri_to_path(uri)
         folder = path.parent if path is not None else Path.cwd()
-        for workspace_folder in self.server.workspace.folders.values():
-            root = uri_to_path(workspace_folder.uri)
+        roots = [workspace_folder.uri for workspace_folder in self.server.workspace.folders.values()]
+        if self.server.workspace.root_uri:
+            roots.append(self.server.workspace.root_uri)
+        for root_uri in roots:
+            root = uri_to_path(root_uri)
             if root is not None and path is not None and path.is_relative_to(root):
                 folder = root
                 break
@@ -133,6 +134,13 @@ class ReviewCoordinator:
                     log.debug("cancelling the review of edited paragraph %s", paragraph_id)
                     task.cancel()
 
+    def cancel_document(self, uri: str) -> None:
+        key = normalize_uri(uri)
+        for paragraph_id, task_uri in list(self.task_uri.items()):
+            task = self.tasks.get(paragraph_id)
+            if task_uri == key and task is not None and not task.done():
+                task.cancel()
+
     # -- running ------------------------------------------------------------------------------------------------
 
     async def review(
@@ -152,13 +160,16 @@ class ReviewCoordinator:
             if only is not None
             else [p for p in manuscript.paragraphs if normalize_uri(p.uri) == key]
         )
-        todo = [
-            paragraph
-            for paragraph in candidates
-            if (interactive or reviewable(paragraph, options))
-            and paragraph.id not in self.tasks
-            and (interactive or paragraph.id not in self.results)
-        ]
+        chosen = only is not None  # an explicitly chosen paragraph is reviewed whatever its length
+        todo = list(
+            {
+                paragraph.id: paragraph
+                for paragraph in candidates
+                if (chosen or reviewable(paragraph, options))
+                and paragraph.id not in self.tasks
+                and (interactive or paragraph.id not in self.results)
+            }.values()
+        )  # identical paragraphs share one review
         if not todo:
             return 0
         llm = self.llm(settings)
@@ -176,6 +187,7 @@ class ReviewCoordinator:
         total = len(tasks)
         token = await self._begin_progress(f"Reviewing 0/{total} paragraphs", [task for _, task in tasks])
         done = 0
+        completed = 0
         try:
             for future in asyncio.as_completed([task for _, task in tasks]):
                 try:
@@ -186,17 +198,19 @@ class ReviewCoordinator:
                     result = None
                 done += 1
                 if result is not None:
-                    self.results[result.paragraph_id] = result
                     for failure in result.failures:
                         log.info("review of %s: %s", result.paragraph_id, failure)
-                    await self.server.refresh(uri)
+                    if result.completed:  # a review whose reviewer failed is tried again next time
+                        completed += 1
+                        self.results[result.paragraph_id] = result
+                        await self.server.refresh(uri)
                 self._report_progress(token, f"Reviewing {done}/{total} paragraphs", done * 100 // total)
         finally:
             for paragraph, task in tasks:
                 if self.tasks.get(paragraph.id) is task:
                     del self.tasks[paragraph.id]
                     self.task_uri.pop(paragraph.id, None)
-            self._end_progress(token, f"Reviewed {done}/{total} paragraphs")
+            self._end_progress(token, f"Reviewed {completed}/{total} paragraphs")
 
     # -- progress -----------------------------------------------------------------------------------------------
 
@@ -240,9 +254,12 @@ class ReviewCoordinator:
             if result is None or normalize_uri(paragraph.uri) != key:
                 continue
             for finding in result.findings:
-                dismissal = dismissal_key(paragraph.text, finding.label.value, finding.quote)
+                current = _relocated(finding, paragraph.text, result.text)
+                if current is None:
+                    continue
+                dismissal = dismissal_key(paragraph.text, current.label.value, current.quote)
                 if not store.is_dismissed(dismissal):
-                    shown.append(Shown(paragraph, finding, dismissal))
+                    shown.append(Shown(paragraph, current, dismissal))
         return shown
 
     def diagnostics(self, manuscript: Manuscript, uri: str, settings: Settings) -> list[types.Diagnostic]:
@@ -286,22 +303,35 @@ class ReviewCoordinator:
         return False
 
 
+def _relocated(finding: Finding, text: str, reviewed_text: str) -> Finding | None:
+    """The finding in the paragraph's current text. The id ignores white space and case, so the text may differ
+    slightly from the reviewed one: then the quote is looked up again (exactly), or the finding is not shown."""
+    if text == reviewed_text:
+        return finding
+    start = text.find(finding.quote)
+    if start < 0:
+        return None
+    return replace(finding, start=start, end=start + len(finding.quote))
+
+
 def _evidence_locations(finding: Finding, manuscript: Manuscript) -> list[types.DiagnosticRelatedInformation]:
-    files = {normalize_uri(source.uri): source for source in manuscript.files}
+    """Where the evidence is now: passages are found again by their paragraph, so they follow edits."""
+    paragraphs = {paragraph.id: paragraph for paragraph in manuscript.paragraphs}
     related = []
     for evidence in finding.evidence:
         if evidence.source is not Source.PAPER:
             continue
         for passage in evidence.passages[:2]:
-            source = files.get(normalize_uri(passage.uri)) if passage.uri else None
-            if source is None:
+            paragraph = paragraphs.get(passage.paragraph_id or "")
+            if paragraph is None or paragraph.text[passage.plain_start : passage.plain_end] != passage.text:
                 continue
             answer = f": {evidence.answer}" if evidence.answer else ""
             message = f"Evidence for “{evidence.question}”{answer}"
             related.append(
                 types.DiagnosticRelatedInformation(
                     location=types.Location(
-                        uri=source.uri, range=lsp_range(source.range(passage.start, passage.end))
+                        uri=paragraph.uri,
+                        range=lsp_range(paragraph.range_of(passage.plain_start, passage.plain_end)),
                     ),
                     message=message[:300],
                 )

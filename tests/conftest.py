@@ -296,3 +296,144 @@ class BusyServer:
         self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+# -- focused feedback: the fixture paper, scripted agents and what they were asked ------------------------------
+
+from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply  # noqa: E402
+
+PAPER_MAIN = FIXTURES / "latex" / "paper" / "main.tex"
+SCRIPTED_MODEL = "scripted-model"
+
+
+def load_manuscript(path: Path) -> Manuscript:
+    """A manuscript loaded from disk the way `margin review` loads it."""
+    from margin.workflows.manuscript.loader import ManuscriptLoader
+
+    manuscript, _warnings = ManuscriptLoader().load_path(path)
+    return manuscript
+
+
+def paragraph_starting(manuscript: Manuscript, prefix: str) -> Paragraph:
+    """The one paragraph whose plain text starts with `prefix`."""
+    matches = [paragraph for paragraph in manuscript.paragraphs if paragraph.text.startswith(prefix)]
+    assert len(matches) == 1, [paragraph.text[:60] for paragraph in matches]
+    return matches[0]
+
+
+def feedback_llm_config(endpoint: ScriptedEndpoint, tmp_path: Path, **endpoint_options: Any) -> LLMConfig:
+    """A config for a scripted endpoint with the model named (no GET /models), no retries and a private cache."""
+    endpoint_options.setdefault("model", SCRIPTED_MODEL)
+    retries = endpoint_options.pop("retries", 0)
+    return llm_config(endpoint.base_url, tmp_path / "llm-cache.sqlite3", retries=retries, **endpoint_options)
+
+
+def finding_json(
+    quote: str,
+    label: str = "Substance",
+    review: str = "Say how the threshold was chosen and report its effect on recall.",
+    reasoning: str = "Nothing in the gathered context gives the value or its rationale.",
+) -> dict[str, str]:
+    """One finding as the reviewer writes it."""
+    return {"quote": quote, "label": label, "review": review, "reasoning": reasoning}
+
+
+def review_reply(*findings: dict[str, str]) -> Reply:
+    return Reply(json={"findings": list(findings)})
+
+
+def chat_requests_in_order(endpoint: ScriptedEndpoint) -> list[RecordedRequest]:
+    """The chat requests the endpoint received, in the order they arrived."""
+    return sorted(endpoint.calls(), key=lambda request: request.started)
+
+
+def message_contents(request: RecordedRequest, role: str) -> list[str]:
+    return [str(message["content"]) for message in request.body["messages"] if message["role"] == role]
+
+
+def final_user_message(request: RecordedRequest) -> str:
+    return message_contents(request, "user")[-1]
+
+
+def without_nagle(endpoint: ScriptedEndpoint) -> ScriptedEndpoint:
+    """Send the scripted server's replies without Nagle's delay: its handler writes the headers and the body
+    separately, and with delayed ACKs each request then costs ~40 ms on loopback instead of ~5 ms."""
+    server = endpoint._server
+    assert server is not None, "start the endpoint first"
+    server.RequestHandlerClass.disable_nagle_algorithm = True  # type: ignore[attr-defined]
+    return endpoint
+
+
+import io  # noqa: E402
+
+
+def minimal_pdf(lines: list[str], title: str | None = None) -> bytes:
+    """A valid one-page PDF whose content stream shows `lines` in Helvetica, written by hand."""
+    escaped = [line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for line in lines]
+    operations = " ".join(f"({line}) Tj 0 -14 Td" for line in escaped)
+    content = f"BT /F1 12 Tf 72 720 Td {operations} ET".encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    if title is not None:
+        objects.append(b"<< /Title (" + title.encode("latin-1") + b") >>")
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    for offset in offsets:
+        out.write(b"%010d 00000 n \n" % offset)
+    info = b" /Info %d 0 R" % len(objects) if title is not None else b""
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref))
+    return out.getvalue()
+
+
+import json  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+from urllib.parse import parse_qs, urlsplit  # noqa: E402
+
+
+class SearchServer:
+    """A real HTTP server on 127.0.0.1 answering GET /search with a scripted JSON body (or status)."""
+
+    def __init__(self) -> None:
+        self.payload: Any = {"results": []}
+        self.status = 200
+        self.raw: bytes | None = None
+        self.queries: list[dict[str, list[str]]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                owner.queries.append(parse_qs(urlsplit(self.path).query))
+                body = owner.raw if owner.raw is not None else json.dumps(owner.payload).encode()
+                self.send_response(owner.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/search"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1185,7 +1185,9 @@ def test_fixture_broken_unbalanced_file_parses_with_a_missing_include_problem() 
     assert "frobnicate" not in everything and "foo" not in everything
     assert manuscript.sections[0].title == "Introduction"  # the unclosed title ends with its line
     assert texts(manuscript)[0].startswith("This heading never closes its brace")
-    assert texts(manuscript)[1] == "We measured a gain of [math]"  # unterminated $: math to the paragraph's end
+    assert (
+        texts(manuscript)[1] == "We measured a gain of [math]"
+    )  # unterminated $: math to the paragraph's end
     assert any("opens a group with an opening brace only." in text for text in texts(manuscript))
     assert manuscript.paragraphs[-1].text.endswith(
         "followed by a final sentence that should still be readable as prose."

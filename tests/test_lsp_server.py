@@ -905,14 +905,9 @@ MALFORMED_LATEX = {
 }
 
 
-
-
 @pytest.mark.parametrize(
     "name",
-    [
-        name
-        for name in sorted(MALFORMED_LATEX)
-    ],
+    [name for name in sorted(MALFORMED_LATEX)],
 )
 async def test_malformed_latex_is_analysed_without_errors(neovim: RecordingClient, name: str) -> None:
     text = MALFORMED_LATEX[name]

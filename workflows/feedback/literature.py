@@ -191,6 +191,12 @@ class Literature:
             library = PassageIndex(passages) if passages else None
         return cls(bibliography, library, web)
 
+    def available_for(self, paragraph: Paragraph) -> bool:
+        """Whether a literature question about this paragraph can be answered from anything at all."""
+        if self.library is not None or self.web is not None:
+            return True
+        return any(key in self.bibliography for key in cited_keys(paragraph))
+
     async def search(self, question: str, paragraph: Paragraph, k: int = 5) -> list[Passage]:
         """Cited works first (their bibliography entries), then the user's PDFs, then the web."""
         found: list[Passage] = []

@@ -75,7 +75,7 @@ async def review_paragraph(
 ) -> ParagraphReview:
     """Review one paragraph. Cancelling the task cancels its model calls (and closes their requests)."""
     options = options or ReviewOptions()
-    result = ParagraphReview(paragraph.id, options.mode)
+    result = ParagraphReview(paragraph.id, options.mode, text=paragraph.text)
     with llm.measure() as usage:
         if options.mode is Mode.FULL:
             await _gather_full(paragraph, context, llm, options, result, on_step)
@@ -106,6 +106,10 @@ async def _gather_full(
         return
     result.plan = plan.to_json()
     remaining = [step for step in plan.steps if step.action != REVIEW]
+    if not context.literature.available_for(paragraph):
+        # No cited entry, library or web search to read: such questions could only be answered "I don't know",
+        # so neither the controller nor the investigator is asked about them.
+        remaining = [step for step in remaining if step.action != LITERATURE]
     asked = 0
     while remaining and asked < options.max_questions:
         step = remaining[0]
@@ -209,6 +213,7 @@ async def _review(
     except LLMError as failure:
         result.failures.append(str(failure))
         return
+    result.completed = True
     findings, problems = _validate(raw, paragraph, options, result.evidence)
     if problems:
         # One repair request that says exactly what was wrong; what is still wrong after it is dropped.

@@ -69,6 +69,15 @@ def _snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nor|cannot|without)\b|n't\b", re.I)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _meaning_markers(text: str) -> tuple[int, tuple[str, ...]]:
+    """Negations and numbers: the few small differences that reverse or change what a sentence says."""
+    return len(_NEGATION.findall(text)), tuple(_NUMBER.findall(text))
+
+
 def locate_quote(quote: str, text: str, threshold: float = FUZZY_THRESHOLD) -> QuoteMatch | None:
     """Where `quote` is in `text`, or None when it is not there closely enough."""
     quote = _clean(quote)
@@ -97,6 +106,6 @@ def locate_quote(quote: str, text: str, threshold: float = FUZZY_THRESHOLD) -> Q
     start = positions[alignment.dest_start]
     end = positions[min(alignment.dest_end, len(positions)) - 1] + 1
     start, end = _snap_to_words(text, start, end)
-    if end <= start:
-        return None
+    if end <= start or _meaning_markers(quote) != _meaning_markers(text[start:end]):
+        return None  # close in letters, not in meaning: "is not significant" is no quote of "is significant"
     return QuoteMatch(start, end, "fuzzy", float(alignment.score))

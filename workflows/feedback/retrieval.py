@@ -52,6 +52,8 @@ def manuscript_passages(manuscript: Manuscript, size: int = PASSAGE_CHARACTERS) 
                     start=source_start,
                     end=source_end,
                     paragraph_id=paragraph.id,
+                    plain_start=start,
+                    plain_end=end,
                 )
             )
     return passages

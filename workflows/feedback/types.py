@@ -60,9 +60,11 @@ class Passage:
     source: Source
     title: str = ""  # section path, or the work's title
     uri: str | None = None  # for manuscript passages: the file
-    start: int = 0  # source offsets in that file
+    start: int = 0  # source offsets in that file (at the time the passage was made)
     end: int = 0
     paragraph_id: str | None = None
+    plain_start: int = 0  # the span of the paragraph's plain text it covers (stable while the text is)
+    plain_end: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +103,5 @@ class ParagraphReview:
     failures: list[str] = field(default_factory=list)  # typed LLM failures met on the way
     usage: Usage = field(default_factory=Usage)
     no_weakness: bool = False
+    completed: bool = False  # the reviewer answered (findings, or none); False: try again next time
+    text: str = ""  # the paragraph text that was reviewed

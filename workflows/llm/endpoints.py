@@ -95,22 +95,28 @@ class Endpoint:
     embedded: bool = False
     api_key: str | None = field(default=None, repr=False)
     timeout: float = 120.0
+    _discovery: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     async def model_for(self, configured: str | None) -> str:
         if configured:
             return configured
         if self.models is None:
-            found = await probe(self.base_url, self.api_key, timeout=self.timeout)
-            if found.busy:
-                raise LLMError(
-                    FailureKind.TIMEOUT, f"{self.base_url} did not list its models within {self.timeout:g} s"
-                )
-            if found.models is None:
-                raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(self.base_url))
-            self.models = found.models
+            async with self._discovery:  # once per endpoint: concurrent first calls wait for the one listing
+                if self.models is None:
+                    await self._discover()
         if not self.models:
             raise LLMError(FailureKind.UNAVAILABLE, f"{self.base_url} lists no models; set margin.llm.model")
         return self.models[0]
+
+    async def _discover(self) -> None:
+        found = await probe(self.base_url, self.api_key, timeout=self.timeout)
+        if found.busy:
+            raise LLMError(
+                FailureKind.TIMEOUT, f"{self.base_url} did not list its models within {self.timeout:g} s"
+            )
+        if found.models is None:
+            raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(self.base_url))
+        self.models = found.models
 
 
 class EndpointPool:

@@ -122,7 +122,7 @@ class ScriptedEndpoint:
         class Handler(_Handler):
             owner = endpoint
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="scripted-endpoint", daemon=True
@@ -188,9 +188,18 @@ class ScriptedEndpoint:
         self._stopping.wait(seconds)
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = (
+        256  # the stdlib's 5 drops bursts of connections, which are then retried a second later
+    )
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: ScriptedEndpoint
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle's algorithm the second waits for the client's delayed
+    # ACK (~40 ms a call), which a real server does not add.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
