@@ -52,6 +52,16 @@ class _FormatRejected(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class _Call:
+    """What every request of one completion shares: where it goes, with which settings, for which request."""
+
+    endpoint: Endpoint
+    config: EndpointConfig
+    model: str
+    request: Request
+
+
+@dataclass(frozen=True, slots=True)
 class _Answer:
     text: str
     finish_reason: str
@@ -122,13 +132,12 @@ class LLMClient:
         cached = await self._cached(key, request, model)
         if cached is not None:
             return cached
-        answer, mode, used = await self._generate(endpoint, config, model, request, messages, parameters)
+        call = _Call(endpoint, config, model, request)
+        answer, mode, used = await self._generate(call, messages, parameters)
         data = None
         if request.schema is not None:
             # The repair gets the room the answer finally had (doubled if it was cut off once).
-            answer, data = await self._validated(
-                endpoint, config, model, request, messages, used, answer, mode
-            )
+            answer, data = await self._validated(call, messages, used, answer, mode)
         elif not answer.text.strip():
             raise LLMError(FailureKind.EMPTY, "the model answered with no text", request.role)
         completion = Completion(
@@ -168,50 +177,47 @@ class LLMClient:
 
     async def _generate(
         self,
-        endpoint: Endpoint,
-        config: EndpointConfig,
-        model: str,
-        request: Request,
+        call: _Call,
         messages: list[dict[str, str]],
         parameters: dict[str, Any],
     ) -> tuple[_Answer, StructuredMode | None, dict[str, Any]]:
         """One answer, negotiating the structured-output mode with the endpoint if it is not known yet.
 
         Returns the answer, the mode it came in and the sampling parameters of the final request."""
-        if request.schema is None:
-            answer = await self._plain_text(endpoint, config, model, request, messages, parameters)
+        if call.request.schema is None:
+            answer = await self._plain_text(call, messages, parameters)
             return answer, None, parameters
         refused: set[StructuredMode] = set()
         while True:
             # Another call may settle the mode while this one waits: always start from what is known now.
-            if endpoint.mode is not None and endpoint.mode not in refused:
-                mode = endpoint.mode
+            if call.endpoint.mode is not None and call.endpoint.mode not in refused:
+                mode = call.endpoint.mode
             else:
                 untried = [mode for mode in NEGOTIATION_ORDER if mode not in refused]
                 if not untried:
                     raise LLMError(
-                        FailureKind.REJECTED, f"{endpoint.base_url} refused every structured-output mode"
+                        FailureKind.REJECTED, f"{call.endpoint.base_url} refused every structured-output mode"
                     )
                 mode = untried[0]
-            negotiating = endpoint.mode is None and mode is not StructuredMode.TEXT
+            negotiating = call.endpoint.mode is None and mode is not StructuredMode.TEXT
             try:
-                answer = await self._send(
-                    endpoint, config, model, request, messages, parameters, mode, negotiating
-                )
+                answer = await self._send(call, messages, parameters, mode, negotiating)
             except _FormatRejected:
-                if endpoint.mode is not None and endpoint.mode is not mode:
+                if call.endpoint.mode is not None and call.endpoint.mode is not mode:
                     continue  # settled meanwhile by another call: use that
                 refused.add(mode)
-                log.info("%s does not accept %s output; trying the next mode", endpoint.base_url, mode.value)
+                log.info(
+                    "%s does not accept %s output; trying the next mode", call.endpoint.base_url, mode.value
+                )
                 continue
             break
-        if endpoint.mode is None:
-            endpoint.mode = mode
-            log.info("%s accepts %s structured output", endpoint.base_url, mode.value)
+        if call.endpoint.mode is None:
+            call.endpoint.mode = mode
+            log.info("%s accepts %s structured output", call.endpoint.base_url, mode.value)
         if answer.finish_reason == "length":
             # Cut off: one more try with twice the room, counting both attempts' tokens.
             parameters = dict(parameters, max_tokens=int(parameters["max_tokens"]) * 2)
-            retry = await self._send(endpoint, config, model, request, messages, parameters, mode, False)
+            retry = await self._send(call, messages, parameters, mode, False)
             answer = replace(
                 retry,
                 prompt_tokens=retry.prompt_tokens + answer.prompt_tokens,
@@ -221,20 +227,17 @@ class LLMClient:
                 raise LLMError(
                     FailureKind.TRUNCATED,
                     f"the answer was cut off at {parameters['max_tokens']} tokens (raise margin.llm.maxTokens)",
-                    request.role,
+                    call.request.role,
                 )
         return answer, mode, parameters
 
     async def _plain_text(
         self,
-        endpoint: Endpoint,
-        config: EndpointConfig,
-        model: str,
-        request: Request,
+        call: _Call,
         messages: list[dict[str, str]],
         parameters: dict[str, Any],
     ) -> _Answer:
-        answer = await self._send(endpoint, config, model, request, messages, parameters, None, False)
+        answer = await self._send(call, messages, parameters, None, False)
         parts = [answer.text]
         prompt_tokens, completion_tokens = answer.prompt_tokens, answer.completion_tokens
         for _ in range(_CONTINUATIONS):
@@ -249,34 +252,31 @@ class LLMClient:
                     "content": "Continue exactly where you stopped, without repeating anything.",
                 },
             ]
-            answer = await self._send(endpoint, config, model, request, continued, parameters, None, False)
+            answer = await self._send(call, continued, parameters, None, False)
             parts.append(answer.text)
             prompt_tokens += answer.prompt_tokens
             completion_tokens += answer.completion_tokens
         if answer.finish_reason == "length":
             raise LLMError(
-                FailureKind.TRUNCATED, "the answer was still cut off after continuing", request.role
+                FailureKind.TRUNCATED, "the answer was still cut off after continuing", call.request.role
             )
         return _Answer("".join(parts), answer.finish_reason, prompt_tokens, completion_tokens)
 
     async def _validated(
         self,
-        endpoint: Endpoint,
-        config: EndpointConfig,
-        model: str,
-        request: Request,
+        call: _Call,
         messages: list[dict[str, str]],
         parameters: dict[str, Any],
         answer: _Answer,
         mode: StructuredMode | None,
     ) -> tuple[_Answer, Any]:
         """Parse and validate; on failure one repair request that quotes the error, then a typed failure."""
-        assert request.schema is not None
-        data, problem = _parse(answer.text, request.schema)
+        assert call.request.schema is not None
+        data, problem = _parse(answer.text, call.request.schema)
         if problem is None:
             return answer, data
         self._count("repairs")
-        log.info("%s answer unusable (%s); asking once for a repair", request.role, problem)
+        log.info("%s answer unusable (%s); asking once for a repair", call.request.role, problem)
         repair = [
             *messages,
             {"role": "assistant", "content": answer.text[:4000]},
@@ -285,11 +285,11 @@ class LLMClient:
                 "content": f"That answer cannot be used: {problem}. Reply again with only the corrected JSON.",
             },
         ]
-        fixed = await self._send(endpoint, config, model, request, repair, parameters, mode, False)
-        data, second_problem = _parse(fixed.text, request.schema)
+        fixed = await self._send(call, repair, parameters, mode, False)
+        data, second_problem = _parse(fixed.text, call.request.schema)
         if second_problem is not None:
             kind = FailureKind.TRUNCATED if fixed.finish_reason == "length" else FailureKind.INVALID_OUTPUT
-            raise LLMError(kind, f"{second_problem} (after one repair request)", request.role)
+            raise LLMError(kind, f"{second_problem} (after one repair request)", call.request.role)
         combined = replace(
             fixed,
             prompt_tokens=fixed.prompt_tokens + answer.prompt_tokens,
@@ -299,10 +299,7 @@ class LLMClient:
 
     async def _send(
         self,
-        endpoint: Endpoint,
-        config: EndpointConfig,
-        model: str,
-        request: Request,
+        call: _Call,
         messages: list[dict[str, str]],
         parameters: dict[str, Any],
         mode: StructuredMode | None,
@@ -310,42 +307,46 @@ class LLMClient:
     ) -> _Answer:
         """One HTTP request, with bounded retries and backoff; the limiter slot is not held while waiting."""
         arguments: dict[str, Any] = {
-            "model": model,
+            "model": call.model,
             "messages": messages,
-            "extra_headers": {ROLE_HEADER: request.role},
+            "extra_headers": {ROLE_HEADER: call.request.role},
             **parameters,
         }
         if mode is StructuredMode.JSON_SCHEMA:
             arguments["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": request.schema_name, "schema": request.schema, "strict": True},
+                "json_schema": {
+                    "name": call.request.schema_name,
+                    "schema": call.request.schema,
+                    "strict": True,
+                },
             }
         elif mode is StructuredMode.JSON_OBJECT:
-            arguments["response_format"] = {"type": "json_object", "schema": request.schema}
+            arguments["response_format"] = {"type": "json_object", "schema": call.request.schema}
         attempts = self.config.retries + 1
         for attempt in range(1, attempts + 1):
             delay: float | None = None
             try:
-                async with endpoint.limiter.slot(request.priority):
+                async with call.endpoint.limiter.slot(call.request.priority):
                     self._count("requests")
                     response = await asyncio.wait_for(
-                        endpoint.client.chat.completions.create(**arguments),
-                        timeout=config.timeout,
+                        call.endpoint.client.chat.completions.create(**arguments),
+                        timeout=call.config.timeout,
                     )
                 return _answer_of(response)
             except TimeoutError as error:
                 failure = LLMError(
-                    FailureKind.TIMEOUT, f"no answer within {config.timeout:g} s", request.role
+                    FailureKind.TIMEOUT, f"no answer within {call.config.timeout:g} s", call.request.role
                 )
                 failure.__cause__ = error
             except openai.APITimeoutError as error:
                 failure = LLMError(
-                    FailureKind.TIMEOUT, f"no answer within {config.timeout:g} s", request.role
+                    FailureKind.TIMEOUT, f"no answer within {call.config.timeout:g} s", call.request.role
                 )
                 failure.__cause__ = error
             except openai.APIConnectionError as error:
                 failure = LLMError(
-                    FailureKind.UNAVAILABLE, unavailable_message(endpoint.base_url), request.role
+                    FailureKind.UNAVAILABLE, unavailable_message(call.endpoint.base_url), call.request.role
                 )
                 failure.__cause__ = error
             except openai.APIStatusError as error:
@@ -354,17 +355,17 @@ class LLMClient:
                     raise _FormatRejected from error
                 if status == 429:
                     failure = LLMError(
-                        FailureKind.RATE_LIMITED, "the endpoint is rate limiting", request.role
+                        FailureKind.RATE_LIMITED, "the endpoint is rate limiting", call.request.role
                     )
                     delay = _retry_after(error)
                 elif status >= 500:
                     failure = LLMError(
-                        FailureKind.SERVER_ERROR, f"HTTP {status}: {_message(error)}", request.role
+                        FailureKind.SERVER_ERROR, f"HTTP {status}: {_message(error)}", call.request.role
                     )
                     delay = _retry_after(error)
                 else:
                     raise LLMError(
-                        FailureKind.REJECTED, f"HTTP {status}: {_message(error)}", request.role
+                        FailureKind.REJECTED, f"HTTP {status}: {_message(error)}", call.request.role
                     ) from error
             failure.attempts = attempt
             if attempt == attempts:
