@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import quote
 
 from margin.workflows.feedback.types import WeaknessType
 
@@ -50,7 +51,7 @@ def sarif_log(findings: list[dict[str, Any]]) -> dict[str, Any]:
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": finding["file"]},
+                            "artifactLocation": {"uri": quote(finding["file"].replace("\\", "/"))},
                             "region": {
                                 "startLine": start["line"] + 1,
                                 "startColumn": start["character"] + 1,

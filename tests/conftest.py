@@ -393,7 +393,9 @@ def minimal_pdf(lines: list[str], title: str | None = None) -> bytes:
     for offset in offsets:
         out.write(b"%010d 00000 n \n" % offset)
     info = b" /Info %d 0 R" % len(objects) if title is not None else b""
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref))
+    out.write(
+        b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref)
+    )
     return out.getvalue()
 
 

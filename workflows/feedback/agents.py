@@ -167,7 +167,7 @@ async def investigate(
     )
     data = completion.data
     answer = str(data.get("answer", "")).strip()
-    if not data.get("answerable") or not answer or answer.lower().rstrip(".") in _UNKNOWN:
+    if not data.get("answerable") or not answer or answer.lower().replace("’", "'").rstrip(".!") in _UNKNOWN:
         return None  # "does not know" answers are dropped, as in the paper
     cited = [
         passages[n - 1] for n in data.get("passages") or [] if isinstance(n, int) and 0 < n <= len(passages)

@@ -44,7 +44,7 @@ class DismissalStore:
                 for item in data.get("dismissed", []):
                     if isinstance(item, dict) and isinstance(item.get("key"), str):
                         entries[item["key"]] = item
-            except (OSError, ValueError, AttributeError) as error:
+            except (OSError, ValueError, AttributeError, TypeError) as error:
                 # Keep the unreadable file for the user and start a new one beside it.
                 aside = self.path.with_name(f"{FILE}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
                 log.warning("%s is unreadable (%s); moved to %s", self.path, error, aside.name)
@@ -59,6 +59,9 @@ class DismissalStore:
 
     def dismiss(self, key: str, label: str, quote: str, paragraph_excerpt: str) -> None:
         with self._lock:
+            self._entries = (
+                None  # another store (an editor, the CLI) may have written since: merge, not clobber
+            )
             entries = self._load()
             entries[key] = {
                 "key": key,

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 import bibtexparser
 import httpx
 from pypdf import PdfReader
-from pypdf.errors import PdfReadError
 
+from margin.workflows.manuscript.latex.macros import snippet_text
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 
 from .retrieval import PASSAGE_CHARACTERS, PassageIndex, _passage_id
@@ -26,9 +26,9 @@ log = logging.getLogger("margin.feedback.literature")
 # Reviews of a new paper do not exist yet: reading them would be cheating, so these sites are never used.
 BLOCKED_DOMAINS = ("openreview.net", "peerj.com", "f1000research.com", "publons.com", "reviewercredits.com")
 _LATEX_CITE = re.compile(r"\\[A-Za-z]*cite[A-Za-z]*\*?(?:\s*\[[^\]]*\]){0,2}\s*\{([^}]*)\}")
-_PANDOC_CITE = re.compile(r"(?<![\w.])-?@([A-Za-z0-9_][\w:.#$%&+?<>~/-]*\w)")
+_PANDOC_CITE = re.compile(r"(?<![\w.])-?@([A-Za-z0-9_](?:[\w:.#$%&+?<>~/-]*\w)?)")
 _BIB_REFERENCE = re.compile(r"\\(?:bibliography|addbibresource)\s*(?:\[[^\]]*\])?\s*\{([^}]*)\}")
-_FRONT_MATTER_BIB = re.compile(r"^bibliography:\s*(.+)$", re.M)
+_FRONT_MATTER_BIB = re.compile(r"^bibliography:[ \t]*(.+)$", re.M)
 _MAX_PDF_PAGES = 200
 
 
@@ -101,7 +101,9 @@ def read_bibliography(paths: Iterable[Path]) -> dict[str, BibEntry]:
 
 
 def _plain_bib(value: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"[{}]|\\[A-Za-z]+\s*|\\.", "", value)).strip()
+    """BibTeX field text as plain text, accents applied (G{\\"o}del is Gödel)."""
+    plain = snippet_text(value) if "\\" in value else value.replace("{", "").replace("}", "")
+    return re.sub(r"\s+", " ", plain).strip()
 
 
 def pdf_passages(folders: Sequence[Path], size: int = PASSAGE_CHARACTERS) -> list[Passage]:
@@ -112,13 +114,14 @@ def pdf_passages(folders: Sequence[Path], size: int = PASSAGE_CHARACTERS) -> lis
             try:
                 reader = PdfReader(pdf)
                 pages = [page.extract_text() or "" for page in reader.pages[:_MAX_PDF_PAGES]]
-            except (PdfReadError, OSError, ValueError, KeyError) as error:
+                metadata = reader.metadata
+                title = str(metadata.title) if metadata is not None and metadata.title else pdf.stem
+            except (
+                Exception
+            ) as error:  # pypdf raises many kinds on damaged files; one bad PDF must not stop a review
                 log.warning("cannot read %s: %s", pdf, error)
                 continue
             text = re.sub(r"\s+", " ", " ".join(pages)).strip()
-            title = (
-                reader.metadata.title if reader.metadata and reader.metadata.title else pdf.stem
-            ) or pdf.stem
             for start in range(0, len(text), size):
                 piece = text[start : start + size]
                 if piece.strip():
@@ -128,7 +131,7 @@ def pdf_passages(folders: Sequence[Path], size: int = PASSAGE_CHARACTERS) -> lis
                             piece,
                             Source.LITERATURE,
                             str(title),
-                            pdf.as_uri(),
+                            pdf.resolve().as_uri(),
                         )
                     )
     return passages
@@ -148,9 +151,12 @@ class WebSearch:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
                 response = await client.get(self.url, params={"q": query, "format": "json"})
                 response.raise_for_status()
-                items = response.json().get("results", [])
-        except (httpx.HTTPError, ValueError, AttributeError) as error:
+                payload = response.json()
+        except (httpx.HTTPError, ValueError) as error:
             log.info("web search failed for %r: %s", query, error)
+            return []
+        items = payload.get("results") if isinstance(payload, dict) else None
+        if not isinstance(items, list):
             return []
         passages = []
         for item in items:

@@ -283,7 +283,9 @@ def _validate(
             continue
         match = locate_quote(quote, paragraph.text, options.fuzzy_threshold)
         if match is None:
-            problems.append(f"finding {number}: the quote {json.dumps(quote[:200])} is not in the paragraph")
+            problems.append(
+                f"finding {number}: the quote {json.dumps(quote[:200], ensure_ascii=False)} is not in the paragraph"
+            )
             continue
         findings.append(
             Finding(

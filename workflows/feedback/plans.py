@@ -57,7 +57,8 @@ class Plan:
     @classmethod
     def from_json(cls, data: Any) -> Plan:
         steps = []
-        for item in (data or {}).get("steps", []) if isinstance(data, dict) else []:
+        listed = data.get("steps") if isinstance(data, dict) else None
+        for item in listed if isinstance(listed, list) else []:
             if isinstance(item, dict):
                 action = str(item.get("action", "")).strip().lower().replace(" ", "_")
                 steps.append(Step(action, str(item.get("question", "") or "").strip()))
@@ -122,7 +123,7 @@ class HeuristicPlanScorer:
         checks["self_contained"] = _mean(
             not re.match(r"(?i)(it|this|that|they|these|those)\b", text) for text in texts
         )
-        normalized = [" ".join(content_words(text)) for text in texts]
+        normalized = [" ".join(sorted(content_words(text))) for text in texts]
         checks["distinct"] = len(set(normalized)) / len(normalized) if normalized else 0.0
         checks["length"] = 1.0 if 3 <= len(questions) <= 8 else (0.5 if questions else 0.0)
         concepts = content_words(paragraph)

@@ -95,7 +95,7 @@ def locate_quote(quote: str, text: str, threshold: float = FUZZY_THRESHOLD) -> Q
         start = positions[found]
         end = positions[found + len(normal_quote) - 1] + 1
         return QuoteMatch(start, end, "normalized")
-    if len(normal_quote) < 12:
+    if len(normal_quote) < 12 or len(normal_quote) > 1.1 * len(normal_text):
         return None  # too short for a fuzzy match to mean anything
     alignment = fuzz.partial_ratio_alignment(normal_quote, normal_text)
     if alignment is None or alignment.score < threshold:

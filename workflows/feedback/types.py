@@ -18,15 +18,12 @@ class WeaknessType(StrEnum):
 
     @classmethod
     def parse(cls, value: str) -> WeaknessType | None:
-        """A label as models write it: exact, case-insensitive, or one of its words ("soundness")."""
+        """A label as models write it: the name in any case or spacing, or a known short form ("soundness")."""
         wanted = " ".join(value.replace("_", " ").replace("-", " ").split()).casefold()
         for member in cls:
             if member.value.casefold() == wanted:
                 return member
-        for member in cls:
-            if wanted and (wanted in member.value.casefold() or member.value.casefold() in wanted):
-                return member
-        return None
+        return _LABEL_ALIASES.get(wanted)
 
     @property
     def code(self) -> str:
@@ -38,6 +35,19 @@ class WeaknessType(StrEnum):
             WeaknessType.COMPARISON: "comparison",
             WeaknessType.SUBSTANCE: "substance",
         }[self]
+
+
+_LABEL_ALIASES = {
+    "replicability": WeaknessType.REPLICABILITY,
+    "reproducibility": WeaknessType.REPLICABILITY,
+    "originality": WeaknessType.ORIGINALITY,
+    "novelty": WeaknessType.ORIGINALITY,
+    "soundness": WeaknessType.SOUNDNESS,
+    "empirical soundness": WeaknessType.SOUNDNESS,
+    "theoretical soundness": WeaknessType.SOUNDNESS,
+    "comparison": WeaknessType.COMPARISON,
+    "substance": WeaknessType.SUBSTANCE,
+}
 
 
 class Mode(StrEnum):
