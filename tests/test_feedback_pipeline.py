@@ -1013,11 +1013,6 @@ async def test_loosely_spelled_labels_map_to_their_type_without_a_repair(
     assert [finding.label for finding in result.findings] == [expected]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: WeaknessType.parse only accepts a label that is a substring of a type (or contains one), so "
-    "the common loose spelling 'Empirical Soundness' (and 'Empirical/Theoretical Soundness') is unknown",
-)
 def test_empirical_soundness_is_soundness() -> None:
     assert WeaknessType.parse("Empirical Soundness") is WeaknessType.SOUNDNESS
     assert WeaknessType.parse("Empirical/Theoretical Soundness") is WeaknessType.SOUNDNESS

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import bibtexparser
 import httpx
+import yaml
 from pypdf import PdfReader
 
 from margin.workflows.manuscript.latex.macros import snippet_text
@@ -28,7 +29,6 @@ BLOCKED_DOMAINS = ("openreview.net", "peerj.com", "f1000research.com", "publons.
 _LATEX_CITE = re.compile(r"\\[A-Za-z]*cite[A-Za-z]*\*?(?:\s*\[[^\]]*\]){0,2}\s*\{([^}]*)\}")
 _PANDOC_CITE = re.compile(r"(?<![\w.])-?@([A-Za-z0-9_](?:[\w:.#$%&+?<>~/-]*\w)?)")
 _BIB_REFERENCE = re.compile(r"\\(?:bibliography|addbibresource)\s*(?:\[[^\]]*\])?\s*\{([^}]*)\}")
-_FRONT_MATTER_BIB = re.compile(r"^bibliography:[ \t]*(.+)$", re.M)
 _MAX_PDF_PAGES = 200
 
 
@@ -55,8 +55,7 @@ def bibliography_files(manuscript: Manuscript) -> list[Path]:
         names: list[str] = []
         for match in _BIB_REFERENCE.finditer(source.text):
             names.extend(name.strip() for name in match.group(1).split(","))
-        for match in _FRONT_MATTER_BIB.finditer(source.text[:4000]):
-            names.extend(part.strip(" -'\"[]") for part in match.group(1).split(","))
+        names.extend(_front_matter_bibliographies(source.text))
         for name in names:
             if not name:
                 continue
@@ -67,6 +66,21 @@ def bibliography_files(manuscript: Manuscript) -> list[Path]:
     if not found and manuscript.files and manuscript.files[0].path is not None:
         found = sorted(manuscript.files[0].path.parent.glob("*.bib"))
     return found
+
+
+def _front_matter_bibliographies(text: str) -> list[str]:
+    """The `bibliography` of YAML front matter: one name or a list of them."""
+    match = re.match(r"---[ \t]*\r?\n(.*?\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|$)", text, re.S)
+    if match is None:
+        return []
+    try:
+        metadata = yaml.safe_load(match.group(1))
+    except yaml.YAMLError:
+        return []
+    value = metadata.get("bibliography") if isinstance(metadata, dict) else None
+    if isinstance(value, str):
+        return [value]
+    return [str(item) for item in value] if isinstance(value, list) else []
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -19,7 +20,8 @@ class WeaknessType(StrEnum):
     @classmethod
     def parse(cls, value: str) -> WeaknessType | None:
         """A label as models write it: the name in any case or spacing, or a known short form ("soundness")."""
-        wanted = " ".join(value.replace("_", " ").replace("-", " ").split()).casefold()
+        wanted = " ".join(re.sub(r"[_\-/]|\band\b", " ", value.casefold()).split())
+        wanted = wanted.replace("empirical theoretical", "empirical and theoretical")
         for member in cls:
             if member.value.casefold() == wanted:
                 return member
