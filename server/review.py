@@ -196,6 +196,9 @@ class ReviewCoordinator:
                     if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
                         raise  # we ourselves are being cancelled, not just one review
                     result = None
+                except Exception:  # a bug in one review must not stop the others or reach the editor
+                    log.exception("a paragraph review failed")
+                    result = None
                 done += 1
                 if result is not None:
                     for failure in result.failures:
@@ -207,6 +210,7 @@ class ReviewCoordinator:
                 self._report_progress(token, f"Reviewing {done}/{total} paragraphs", done * 100 // total)
         finally:
             for paragraph, task in tasks:
+                task.cancel()  # no-op for finished ones; stops the rest if we are leaving early
                 if self.tasks.get(paragraph.id) is task:
                     del self.tasks[paragraph.id]
                     self.task_uri.pop(paragraph.id, None)
