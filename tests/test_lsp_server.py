@@ -1160,5 +1160,6 @@ async def test_pull_after_one_character_edit_in_the_large_fixture(
     record_property("large_pull_after_edit_ms", round(warm * 1000, 1))
     print(f"large.tex: cold pull {cold * 1000:.0f} ms, pull after one-character edit {warm * 1000:.0f} ms")
     assert abs(len(items) - len(first)) <= 1
-    assert warm < 0.5, f"pull after a one-character edit took {warm * 1000:.0f} ms"
+    # A hang detector, not a benchmark (bench/lsp_bench.py measures ~20 ms): generous for a loaded CI machine.
+    assert warm < 3.0, f"pull after a one-character edit took {warm * 1000:.0f} ms"
     neovim.close(uri)

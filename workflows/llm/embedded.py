@@ -10,6 +10,7 @@ import asyncio
 import atexit
 import importlib.util
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -106,6 +107,8 @@ class EmbeddedServer:
             str(self.port),
             "--n_ctx",
             str(CONTEXT_TOKENS),
+            "--n_threads",  # llama-cpp-python defaults to half the cores: one on a 2-core machine
+            str(max(1, os.cpu_count() or 1)),
         ]
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(  # never our stdout: it may be the LSP stream
