@@ -439,3 +439,25 @@ class SearchServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# -- embedded model: shared by the tests that start it --------------------------------------------------------
+
+from margin.workflows.llm import embedded as _embedded  # noqa: E402
+from margin.workflows.llm.config import VLLM_DEFAULT_URL as _VLLM_DEFAULT_URL  # noqa: E402
+from margin.workflows.llm.endpoints import probe as _probe  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def stop_the_embedded_server_afterwards() -> Iterator[None]:
+    """Modules that start the embedded model stop it when they are done, so it never outlives them."""
+    yield
+    _embedded.stop_shared_server()
+
+
+@pytest.fixture
+async def nothing_on_localhost_8000() -> None:
+    if (await _probe(_VLLM_DEFAULT_URL)).present:
+        pytest.skip(
+            f"an LLM server answers at {_VLLM_DEFAULT_URL}: 'auto' would use it, not the embedded model"
+        )

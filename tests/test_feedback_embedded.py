@@ -9,7 +9,7 @@ answers at localhost:8000 ("auto" would use it instead).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,8 +24,7 @@ from margin.workflows.feedback.pipeline import (
 from margin.workflows.feedback.types import Mode, ParagraphReview, WeaknessType
 from margin.workflows.llm import embedded
 from margin.workflows.llm.client import LLMClient
-from margin.workflows.llm.config import VLLM_DEFAULT_URL, EndpointConfig, LLMConfig
-from margin.workflows.llm.endpoints import probe
+from margin.workflows.llm.config import EndpointConfig, LLMConfig
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 
 from conftest import PAPER_MAIN, load_manuscript, paragraph_starting
@@ -46,18 +45,7 @@ SINGLE_MODE_PARAGRAPHS = (
 FULL_MODE_PARAGRAPH = "Second, we add a regularizer that pulls term weights"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _stop_the_embedded_server_afterwards() -> Iterator[None]:
-    yield
-    embedded.stop_shared_server()
-
-
-@pytest.fixture
-async def nothing_on_localhost_8000() -> None:
-    if (await probe(VLLM_DEFAULT_URL)).present:
-        pytest.skip(
-            f"an LLM server answers at {VLLM_DEFAULT_URL}: 'auto' would use it, not the embedded model"
-        )
+pytestmark = pytest.mark.usefixtures("stop_the_embedded_server_afterwards")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +41,7 @@ REVIEW_SCHEMA: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _stop_the_embedded_server_afterwards() -> Iterator[None]:
-    yield
-    embedded.stop_shared_server()
-
-
-@pytest.fixture
-async def nothing_on_localhost_8000() -> None:
-    if (await probe(VLLM_DEFAULT_URL)).present:
-        pytest.skip(
-            f"an LLM server answers at {VLLM_DEFAULT_URL}: 'auto' would use it, not the embedded model"
-        )
+pytestmark = pytest.mark.usefixtures("stop_the_embedded_server_afterwards")
 
 
 def auto_config(tmp_path: Path) -> LLMConfig:
