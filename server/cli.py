@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     review.add_argument("--literature", type=Path, action="append", default=[], help="folder of PDFs to read")
     _llm_options(review)
 
+    from .rewrite_cli import add_commands
+
+    add_commands(commands, _llm_options)
+
     doctor = commands.add_parser("doctor", help="check which LLM endpoints and models answer, and the cache")
     _llm_options(doctor)
 
@@ -109,6 +113,25 @@ def _review(arguments: argparse.Namespace) -> int:
     settings = _settings(arguments)
     try:
         return asyncio.run(run_review(arguments, settings))
+    finally:
+        stop_shared_server()
+
+
+def _rewrite(arguments: argparse.Namespace) -> int:
+    from margin.workflows.llm.embedded import stop_shared_server
+
+    from .rewrite_cli import run_lay, run_simplify
+
+    settings = _settings(arguments)
+    if getattr(arguments, "iterations", None) is not None and not 0 <= arguments.iterations <= 10:
+        raise UsageError("--iterations must be from 0 to 10")
+    try:
+        return asyncio.run(
+            (run_simplify if arguments.command == "simplify" else run_lay)(arguments, settings)
+        )
+    except FileExistsError as error:
+        print(f"margin: {error}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         stop_shared_server()
 
@@ -176,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             return _review(arguments)
         if arguments.command == "doctor":
             return _doctor(arguments)
+        if arguments.command in ("simplify", "lay"):
+            return _rewrite(arguments)
     except UsageError as error:
         print(f"margin: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -23,6 +23,7 @@ from . import __version__, logs
 from .diagnostics import document_diagnostics, hover_markdown
 from .documents import LARGE_DOCUMENT, Analyzer, DocumentIndex, NotAnalysable
 from .review import ReviewCoordinator
+from .rewrites import RewriteCoordinator
 from .settings import DEFAULTS, SECTION, Settings, parse_settings
 
 log = logging.getLogger(f"{logs.LOGGER_NAME}.lsp")
@@ -88,6 +89,7 @@ class MarginServer(LanguageServer):
         self._document_settings: dict[str, Settings] = {}
         self._reported: set[str] = set()
         self.reviews = ReviewCoordinator(self)
+        self.rewrites = RewriteCoordinator(self)
 
     # -- client facts -------------------------------------------------------------------------------------------
 
@@ -355,11 +357,20 @@ async def on_configuration(ls: MarginServer, params: types.DidChangeConfiguratio
 REVIEW_PARAGRAPH = "margin.reviewParagraph"
 REVIEW_DOCUMENT = "margin.reviewDocument"
 DISMISS_FINDING = "margin.dismissFinding"
+SIMPLIFY_PARAGRAPH = "margin.simplifyParagraph"
+SIMPLIFY_DOCUMENT = "margin.simplifyDocument"
+LAY_ARTICLE = "margin.generateLayArticle"
 
 
 @server.feature(
     types.TEXT_DOCUMENT_CODE_ACTION,
-    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Source]),
+    types.CodeActionOptions(
+        code_action_kinds=[
+            types.CodeActionKind.QuickFix,
+            types.CodeActionKind.RefactorRewrite,
+            types.CodeActionKind.Source,
+        ]
+    ),
 )
 async def on_code_action(ls: MarginServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     """Listing actions costs no model call: the work runs when the user picks one (a command)."""
@@ -399,8 +410,34 @@ async def on_code_action(ls: MarginServer, params: types.CodeActionParams) -> li
                         ),
                     )
                 )
+                actions.append(
+                    types.CodeAction(
+                        title="Simplify paragraph",
+                        kind=types.CodeActionKind.RefactorRewrite,
+                        command=types.Command(
+                            title="Simplify paragraph",
+                            command=SIMPLIFY_PARAGRAPH,
+                            arguments=[uri, start.line, start.character],
+                        ),
+                    )
+                )
                 break
+        for title, command in (
+            ("Simplify document", SIMPLIFY_DOCUMENT),
+            ("Generate lay article", LAY_ARTICLE),
+        ):
+            actions.append(
+                types.CodeAction(
+                    title=title,
+                    kind=types.CodeActionKind.Source,
+                    command=types.Command(title=title, command=command, arguments=[uri]),
+                )
+            )
     return actions
+
+
+def _kind(kind: object) -> str:
+    return str(getattr(kind, "value", kind))
 
 
 @server.command(REVIEW_PARAGRAPH)
@@ -418,6 +455,21 @@ async def review_document_command(ls: MarginServer, uri: str) -> dict[str, int]:
     return {"reviewed": await ls.reviews.review(uri, interactive=True)}
 
 
+@server.command(SIMPLIFY_PARAGRAPH)
+async def simplify_paragraph_command(ls: MarginServer, uri: str, line: int, character: int) -> dict[str, Any]:
+    return (await ls.rewrites.simplify_paragraph(uri, line, character)).to_json()
+
+
+@server.command(SIMPLIFY_DOCUMENT)
+async def simplify_document_command(ls: MarginServer, uri: str) -> dict[str, Any]:
+    return (await ls.rewrites.simplify_document(uri)).to_json()
+
+
+@server.command(LAY_ARTICLE)
+async def lay_article_command(ls: MarginServer, uri: str) -> dict[str, Any]:
+    return (await ls.rewrites.lay_article(uri)).to_json()
+
+
 @server.command(DISMISS_FINDING)
 async def dismiss_finding_command(ls: MarginServer, uri: str, dismissal: str) -> dict[str, bool]:
     manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
@@ -429,6 +481,8 @@ async def dismiss_finding_command(ls: MarginServer, uri: str, dismissal: str) ->
 
 @server.feature(types.SHUTDOWN)
 async def on_shutdown(ls: MarginServer, params: None) -> None:
+    for task in list(ls.rewrites.running.values()):
+        task.cancel()
     await ls.reviews.close()
 
 

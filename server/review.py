@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from margin.workflows.manuscript.model import Manuscript, Paragraph
 from margin.workflows.manuscript.source import normalize_uri, uri_to_path
 
 from .diagnostics import SOURCE, lsp_range
+from .progress import Progress
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -185,7 +185,8 @@ class ReviewCoordinator:
 
     async def _follow(self, uri: str, tasks: list[tuple[Paragraph, asyncio.Task[ParagraphReview]]]) -> None:
         total = len(tasks)
-        token = await self._begin_progress(f"Reviewing 0/{total} paragraphs", [task for _, task in tasks])
+        progress = Progress(self.server, "review")
+        await progress.begin(f"Reviewing 0/{total} paragraphs", lambda: [task.cancel() for _, task in tasks])
         done = 0
         completed = 0
         try:
@@ -207,44 +208,14 @@ class ReviewCoordinator:
                         completed += 1
                         self.results[result.paragraph_id] = result
                         await self.server.refresh(uri)
-                self._report_progress(token, f"Reviewing {done}/{total} paragraphs", done * 100 // total)
+                progress.report(f"Reviewing {done}/{total} paragraphs", done * 100 // total)
         finally:
             for paragraph, task in tasks:
                 task.cancel()  # no-op for finished ones; stops the rest if we are leaving early
                 if self.tasks.get(paragraph.id) is task:
                     del self.tasks[paragraph.id]
                     self.task_uri.pop(paragraph.id, None)
-            self._end_progress(token, f"Reviewed {completed}/{total} paragraphs")
-
-    # -- progress -----------------------------------------------------------------------------------------------
-
-    async def _begin_progress(self, title: str, tasks: list[asyncio.Task[ParagraphReview]]) -> str | None:
-        window = self.server.client_capabilities.window
-        if window is None or not window.work_done_progress:
-            return None
-        token = f"margin-review-{uuid.uuid4().hex[:8]}"
-        try:
-            await asyncio.wait_for(self.server.work_done_progress.create_async(token), timeout=5)
-        except Exception as error:  # a client that refuses progress still gets its reviews
-            log.debug("no progress for this review: %s", error)
-            return None
-        self.server.work_done_progress.begin(
-            token, types.WorkDoneProgressBegin(title="margin", message=title, cancellable=True, percentage=0)
-        )
-        cancelled = self.server.work_done_progress.tokens.get(token)
-        if cancelled is not None:
-            cancelled.add_done_callback(lambda _: [task.cancel() for task in tasks])
-        return token
-
-    def _report_progress(self, token: str | None, message: str, percentage: int) -> None:
-        if token is not None:
-            self.server.work_done_progress.report(
-                token, types.WorkDoneProgressReport(message=message, percentage=percentage)
-            )
-
-    def _end_progress(self, token: str | None, message: str) -> None:
-        if token is not None:
-            self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+            progress.end(f"Reviewed {completed}/{total} paragraphs")
 
     # -- showing ------------------------------------------------------------------------------------------------
 

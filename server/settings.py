@@ -17,6 +17,9 @@ from margin.workflows.feedback.pipeline import ReviewOptions
 from margin.workflows.feedback.types import Mode
 from margin.workflows.llm.config import AUTO, EndpointConfig, LLMConfig, RoleRoute
 from margin.workflows.llm.types import ROLES, StructuredMode
+from margin.workflows.rewrite.agentsimp import AgentSimpOptions
+from margin.workflows.rewrite.jrel import LayOptions
+from margin.workflows.rewrite.soms import SomsOptions
 
 SECTION = "margin"
 
@@ -176,6 +179,91 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "A SearxNG-style JSON search URL for literature questions; empty: no web search (the default).",
     ),
     SettingSpec(
+        "simplify.paragraphMethod",
+        "string",
+        "soms",
+        'How "Simplify paragraph" works: soms (Society of Medical Simplifiers: layperson, expert, simplifier, '
+        "clarifier, redundancy checker) or agentsimp (AgentSimp's desk on one paragraph).",
+        choices=("soms", "agentsimp"),
+    ),
+    SettingSpec(
+        "simplify.domain",
+        "string",
+        "science",
+        "Who the Society of Medical Simplifiers writes for: science (any field) or medical (the paper's setting).",
+        choices=("science", "medical"),
+    ),
+    SettingSpec(
+        "simplify.loopLimit",
+        "integer",
+        2,
+        "Times each Society of Medical Simplifiers loop (layperson, clarifier, redundancy) may run.",
+        minimum=1,
+        maximum=5,
+    ),
+    SettingSpec(
+        "simplify.clarifierRounds",
+        "integer",
+        3,
+        "Rounds in which the language clarifier may revise substitutions the simplifier rejected.",
+        minimum=1,
+        maximum=6,
+    ),
+    SettingSpec(
+        "simplify.communication",
+        "string",
+        "pipeline",
+        "AgentSimp: pipeline (simplifier, then metaphor analyst, then terminology interpreter) or synchronous "
+        "(side by side, fused by the content integrator).",
+        choices=("pipeline", "synchronous"),
+    ),
+    SettingSpec(
+        "simplify.combination",
+        "string",
+        "iterative",
+        "AgentSimp's article architect: iterative (overlapping chunks) or direct (the whole document at once).",
+        choices=("iterative", "direct"),
+    ),
+    SettingSpec(
+        "simplify.chunkSize",
+        "integer",
+        2,
+        "Paragraphs per article-architect call in iterative combination.",
+        minimum=1,
+        maximum=10,
+    ),
+    SettingSpec("simplify.proofread", "boolean", True, "Let AgentSimp's proofreader check the result last."),
+    SettingSpec(
+        "lay.iterations",
+        "integer",
+        3,
+        "Reader-editor-journalist rounds after the lay article's first draft.",
+        minimum=0,
+        maximum=10,
+    ),
+    SettingSpec(
+        "lay.keep",
+        "string",
+        "last",
+        "Which version of the lay article to keep: the last one, or the most readable (lowest mean of FKGL, "
+        "Coleman-Liau and Dale-Chall).",
+        choices=("last", "mostReadable"),
+    ),
+    SettingSpec(
+        "lay.paperWords",
+        "integer",
+        1500,
+        "How many words of the paper (abstract first, then key sections) the journalist and editor read.",
+        minimum=100,
+        maximum=50_000,
+    ),
+    SettingSpec(
+        "rewrite.transcripts",
+        "boolean",
+        False,
+        "Save each rewrite's whole agent conversation as JSON in .margin/transcripts/ of the workspace folder.",
+    ),
+    SettingSpec(
         "maxFileSizeMB",
         "number",
         10.0,
@@ -292,6 +380,31 @@ class Settings:
             candidates=int(values["review.candidatePlans"]),
             judge=bool(values["review.planJudge"]),
             min_words=int(values["review.minWords"]),
+        )
+
+    def soms_options(self) -> SomsOptions:
+        values = self.values
+        return SomsOptions(
+            domain=values["simplify.domain"],
+            loop_limit=int(values["simplify.loopLimit"]),
+            clarifier_rounds=int(values["simplify.clarifierRounds"]),
+        )
+
+    def agentsimp_options(self) -> AgentSimpOptions:
+        values = self.values
+        return AgentSimpOptions(
+            communication=values["simplify.communication"],
+            combination=values["simplify.combination"],
+            chunk_size=int(values["simplify.chunkSize"]),
+            proofread=bool(values["simplify.proofread"]),
+        )
+
+    def lay_options(self) -> LayOptions:
+        values = self.values
+        return LayOptions(
+            iterations=int(values["lay.iterations"]),
+            keep=values["lay.keep"],
+            paper_words=int(values["lay.paperWords"]),
         )
 
     def llm_config(self) -> LLMConfig:

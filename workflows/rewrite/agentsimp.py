@@ -1,0 +1,389 @@
+"""Simplify a document: AgentSimp (Fang et al.), a team that works like a human simplification desk.
+
+1. Planning: the project director writes a simplification guideline; the article logic analyst an outline.
+2. Per paragraph, concurrently: the content simplifier simplifies, the simplify supervisor critiques, the
+   simplifier revises; the metaphor analyst explains figurative language; the terminology interpreter explains
+   terms. Pipeline communication chains them (each works on the previous one's text); synchronous communication
+   runs them side by side on the original and a content integrator fuses their versions.
+3. Reconstruction: the article architect smooths the transitions, over the whole document at once (direct) or in
+   chunks of `chunk_size` paragraphs that overlap by one (iterative, the paper's Algorithm 2).
+4. The proofreader corrects what is left. Each paragraph is then checked for lost citations, math and links.
+
+The paper's best setting is the default: pipeline communication with iterative combination, chunk size 2.
+The output keeps one text per input paragraph, so the editor can replace each paragraph in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.types import LLMError, Priority
+
+from .safety import TEXT_SCHEMA, clean_text, explained_of, finalize, language_rules
+from .team import Team
+from .transcript import Transcript
+from .types import Language, Rewrite, RewriteStatus, StepCallback, no_steps
+
+log = logging.getLogger("margin.rewrite.agentsimp")
+
+PIPELINE, SYNCHRONOUS = "pipeline", "synchronous"
+ITERATIVE, DIRECT = "iterative", "direct"
+_PROOFREAD_WINDOW = 6  # paragraphs per proofreader call: one answer per paragraph stays easy to map back
+
+
+@dataclass
+class AgentSimpOptions:
+    communication: str = PIPELINE  # or SYNCHRONOUS
+    combination: str = ITERATIVE  # or DIRECT
+    chunk_size: int = 2  # paragraphs per architect call in iterative combination (the paper: 2)
+    supervisor_rounds: int = 1  # supervisor critiques, each followed by a revision
+    proofread: bool = True
+    direct_limit_chars: int = 24_000  # direct combination of a longer document falls back to iterative
+    document_words: int = 6_000  # how much of the manuscript the director and analyst read
+
+
+_OUTLINE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "subheadings": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["title", "subheadings"],
+}
+_SUGGESTIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"suggestions": {"type": "string"}},
+    "required": ["suggestions"],
+}
+_METAPHOR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"analysis": {"type": "string"}, **TEXT_SCHEMA["properties"]},
+    "required": ["analysis", "text"],
+}
+_TERMS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"terms": {"type": "array", "items": {"type": "string"}}, **TEXT_SCHEMA["properties"]},
+    "required": ["terms", "text"],
+}
+_PARAGRAPHS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"paragraphs": {"type": "array", "items": {"type": "string"}}},
+    "required": ["paragraphs"],
+}
+
+
+def _no_change(text: str) -> bool:
+    return not text.strip() or text.strip().strip(".\"'").lower() in {"none", "n/a", "no change", "unchanged"}
+
+
+@dataclass
+class _Draft:
+    """One paragraph on its way through the desk."""
+
+    index: int
+    original: str
+    text: str
+    explained: dict[str, str]
+    failed: str = ""
+
+
+class _Desk:
+    def __init__(
+        self,
+        team: Team,
+        language: Language,
+        options: AgentSimpOptions,
+        total: int,
+    ) -> None:
+        self.team = team
+        self.language = language
+        self.options = options
+        self.total = total
+        self.guideline = ""
+        self.outline = ""
+
+    def _with_guideline(self, body: str) -> str:
+        guideline = f"The guideline:\n{self.guideline}\n\n" if self.guideline else ""
+        outline = f"The outline of the simplified article:\n{self.outline}\n\n" if self.outline else ""
+        return f"{guideline}{outline}{language_rules(self.language)}\n\n{body}"
+
+    # -- 1. planning ----------------------------------------------------------------------------------------------
+
+    async def plan(self, document: str) -> None:
+        async def guideline() -> None:
+            try:
+                reply = await self.team.ask(
+                    "director",
+                    f"The article:\n{document}\n\nWrite the simplification guideline.",
+                    step="Project director writing the simplification guideline",
+                )
+                self.guideline = reply.text.strip()
+            except LLMError as error:
+                self.team.transcript.note(f"no guideline: {error}")
+
+        async def outline() -> None:
+            try:
+                reply = await self.team.ask(
+                    "analyst",
+                    f"The article:\n{document}\n\nGive the title and subheadings.",
+                    step="Article logic analyst outlining the article",
+                    schema=_OUTLINE_SCHEMA,
+                    schema_name="outline",
+                )
+                headings = "\n".join(f"- {item}" for item in reply.data.get("subheadings") or [])
+                self.outline = f"{reply.data.get('title', '')}\n{headings}".strip()
+            except LLMError as error:
+                self.team.transcript.note(f"no outline: {error}")
+
+        await asyncio.gather(guideline(), outline())
+
+    # -- 2. per paragraph -----------------------------------------------------------------------------------------
+
+    def _label(self, draft: _Draft) -> str:
+        return f"Paragraph {draft.index + 1}/{self.total}"
+
+    async def _simplify(self, draft: _Draft, text: str) -> str:
+        reply = await self.team.ask(
+            "simplifier",
+            self._with_guideline(f"The paragraph to simplify:\n{text}"),
+            step=f"{self._label(draft)}: content simplifier",
+            prompt_name="content_simplifier",
+            schema=TEXT_SCHEMA,
+            schema_name="rewrite",
+        )
+        simplified = clean_text(str(reply.data.get("text", ""))) or text
+        draft.explained.update(explained_of(reply.data))
+        for round_ in range(1, self.options.supervisor_rounds + 1):
+            try:
+                critique = await self.team.ask(
+                    "supervisor",
+                    self._with_guideline(
+                        f"The original paragraph:\n{text}\n\nThe simplified paragraph:\n{simplified}"
+                    ),
+                    step=f"{self._label(draft)}: simplify supervisor, round {round_}",
+                    schema=_SUGGESTIONS_SCHEMA,
+                    schema_name="suggestions",
+                )
+                suggestions = str(critique.data.get("suggestions", "")).strip()
+                if _no_change(suggestions):
+                    break
+                revised = await self.team.ask(
+                    "simplifier",
+                    self._with_guideline(
+                        f"The paragraph to simplify:\n{text}\n\nYour simplification:\n{simplified}\n\n"
+                        f"The supervisor's suggestions:\n{suggestions}\n\nRevise your simplification."
+                    ),
+                    step=f"{self._label(draft)}: content simplifier revising",
+                    prompt_name="content_simplifier",
+                    schema=TEXT_SCHEMA,
+                    schema_name="rewrite",
+                )
+                simplified = clean_text(str(revised.data.get("text", ""))) or simplified
+                draft.explained.update(explained_of(revised.data))
+            except LLMError as error:
+                self.team.transcript.note(f"{self._label(draft)}: supervision stopped: {error}")
+                break
+        return simplified
+
+    async def _metaphors(self, draft: _Draft, text: str) -> str:
+        reply = await self.team.ask(
+            "metaphor_analyst",
+            self._with_guideline(f"The paragraph to analyse:\n{text}"),
+            step=f"{self._label(draft)}: metaphor analyst",
+            schema=_METAPHOR_SCHEMA,
+            schema_name="metaphors",
+        )
+        result = clean_text(str(reply.data.get("text", "")))
+        if _no_change(result) or _no_change(str(reply.data.get("analysis", ""))):
+            return text
+        draft.explained.update(explained_of(reply.data))
+        return result
+
+    async def _terms(self, draft: _Draft, text: str) -> str:
+        reply = await self.team.ask(
+            "terminology_interpreter",
+            self._with_guideline(f"The paragraph to explain:\n{text}"),
+            step=f"{self._label(draft)}: terminology interpreter",
+            schema=_TERMS_SCHEMA,
+            schema_name="terms",
+        )
+        result = clean_text(str(reply.data.get("text", "")))
+        if _no_change(result):
+            return text
+        draft.explained.update(explained_of(reply.data))
+        return result
+
+    async def _optional(self, draft: _Draft, stage: Callable[[], Awaitable[str]], fallback: str) -> str:
+        """A refining stage whose failure keeps the text it was given."""
+        try:
+            return await stage()
+        except LLMError as error:
+            self.team.transcript.note(f"{self._label(draft)}: a refining step failed: {error}")
+            return fallback
+
+    async def refine(self, draft: _Draft) -> None:
+        try:
+            if self.options.communication == SYNCHRONOUS:
+                await self._synchronous(draft)
+            else:
+                basic = await self._simplify(draft, draft.original)
+                metaphors = await self._optional(draft, lambda: self._metaphors(draft, basic), basic)
+                draft.text = await self._optional(draft, lambda: self._terms(draft, metaphors), metaphors)
+        except LLMError as error:
+            draft.failed = str(error)
+
+    async def _synchronous(self, draft: _Draft) -> None:
+        original = draft.original
+        basic, metaphors, terms = await asyncio.gather(
+            self._simplify(draft, original),
+            self._optional(draft, lambda: self._metaphors(draft, original), original),
+            self._optional(draft, lambda: self._terms(draft, original), original),
+        )
+        fused = await self._optional(
+            draft,
+            lambda: self._integrate(draft, basic, metaphors, terms),
+            basic,
+        )
+        draft.text = fused
+
+    async def _integrate(self, draft: _Draft, basic: str, metaphors: str, terms: str) -> str:
+        reply = await self.team.ask(
+            "integrator",
+            self._with_guideline(
+                f"Original paragraph:\n{draft.original}\n\nBasic simplification:\n{basic}\n\n"
+                f"Metaphors explained:\n{metaphors}\n\nTerms explained:\n{terms}\n\nFuse them into one paragraph."
+            ),
+            step=f"{self._label(draft)}: content integrator",
+            schema=TEXT_SCHEMA,
+            schema_name="rewrite",
+        )
+        draft.explained.update(explained_of(reply.data))
+        return clean_text(str(reply.data.get("text", ""))) or basic
+
+    # -- 3. reconstruction, 4. proofreading -----------------------------------------------------------------------
+
+    async def _rework(self, role: str, drafts: list[_Draft], instruction: str, step: str) -> None:
+        """One architect or proofreader call over consecutive paragraphs; its answer replaces them only when it
+        has one paragraph per input paragraph (else the drafts stay as they were)."""
+        listing = "\n\n".join(f"[{number}]\n{draft.text}" for number, draft in enumerate(drafts, 1))
+        try:
+            reply = await self.team.ask(
+                role,
+                self._with_guideline(f"{instruction}\n\nThe {len(drafts)} paragraphs:\n\n{listing}"),
+                step=step,
+                schema={
+                    **_PARAGRAPHS_SCHEMA,
+                    "properties": {
+                        "paragraphs": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "minItems": len(drafts),
+                            "maxItems": len(drafts),
+                        }
+                    },
+                },
+                schema_name="paragraphs",
+            )
+        except LLMError as error:
+            self.team.transcript.note(f"{role} skipped: {error}")
+            return
+        texts = [clean_text(str(item)) for item in reply.data.get("paragraphs") or []]
+        if len(texts) != len(drafts) or not all(texts):
+            self.team.transcript.note(
+                f"{role} returned {len(texts)} paragraph(s) for {len(drafts)}: kept them as they were"
+            )
+            return
+        for draft, text in zip(drafts, texts, strict=True):
+            draft.text = text
+
+    async def combine(self, drafts: list[_Draft]) -> None:
+        usable = [draft for draft in drafts if not draft.failed]
+        if len(usable) < 2:
+            return  # nothing to join
+        instruction = (
+            "Smooth the transitions and the logic between these consecutive paragraphs. Make only small coherence "
+            "changes; keep every paragraph's content, and give back exactly one paragraph per input paragraph, "
+            "in order."
+        )
+        total_chars = sum(len(draft.text) for draft in usable)
+        if self.options.combination == DIRECT and total_chars <= self.options.direct_limit_chars:
+            await self._rework(
+                "architect", usable, instruction, "Article architect combining the whole document"
+            )
+            return
+        if self.options.combination == DIRECT:
+            self.team.transcript.note("document too long for direct combination; combining iteratively")
+        size = max(1, self.options.chunk_size)
+        queue = list(usable)
+        chunk, queue = queue[:size], queue[size:]
+        while True:
+            first, last = chunk[0].index + 1, chunk[-1].index + 1
+            await self._rework(
+                "architect", chunk, instruction, f"Article architect combining paragraphs {first}-{last}"
+            )
+            if not queue:
+                return
+            # The last paragraph of each answer opens the next chunk, so each join is seen from both sides.
+            chunk, queue = [chunk[-1], *queue[:size]], queue[size:]
+
+    async def proofread(self, drafts: list[_Draft]) -> None:
+        usable = [draft for draft in drafts if not draft.failed]
+        windows = [
+            usable[start : start + _PROOFREAD_WINDOW] for start in range(0, len(usable), _PROOFREAD_WINDOW)
+        ]
+        await asyncio.gather(
+            *(
+                self._rework(
+                    "proofreader",
+                    window,
+                    "Correct grammar, spelling, factual slips against the guideline and any passage that is still "
+                    "hard to read. If a paragraph needs nothing, give it back unchanged. One paragraph per input "
+                    "paragraph, in order.",
+                    f"Proofreader checking paragraphs {window[0].index + 1}-{window[-1].index + 1}",
+                )
+                for window in windows
+            )
+        )
+
+
+async def simplify_document(
+    sources: list[str],
+    language: Language,
+    llm: LLMClient,
+    options: AgentSimpOptions | None = None,
+    *,
+    document: str = "",
+    transcript: Transcript | None = None,
+    on_step: StepCallback = no_steps,
+    priority: Priority = Priority.INTERACTIVE,
+) -> list[Rewrite]:
+    """Simplify paragraphs (their source text) as one document; one Rewrite per paragraph, in order.
+    `document` is the manuscript's plain text for the director and the analyst (default: the paragraphs).
+    Model failures never raise: a paragraph whose simplification failed keeps its text and says why."""
+    options = options or AgentSimpOptions()
+    transcript = transcript if transcript is not None else Transcript("agentsimp")
+    team = Team(llm, transcript, on_step, priority)
+    desk = _Desk(team, language, options, len(sources))
+    words = (document or "\n\n".join(sources)).split(" ")
+    await desk.plan(" ".join(words[: options.document_words]))
+    drafts = [_Draft(index, source, source, {}) for index, source in enumerate(sources)]
+    await asyncio.gather(*(desk.refine(draft) for draft in drafts))
+    await desk.combine(drafts)
+    if options.proofread:
+        await desk.proofread(drafts)
+
+    async def settle(draft: _Draft) -> Rewrite:
+        if draft.failed:
+            return Rewrite(
+                draft.original, draft.original, RewriteStatus.FAILED, draft.failed, failures=[draft.failed]
+            )
+        return await finalize(
+            team, draft.original, draft.text, language, role="proofreader", explained=draft.explained
+        )
+
+    return list(await asyncio.gather(*(settle(draft) for draft in drafts)))

@@ -1,0 +1,245 @@
+"""Generate a lay article: JRE-L (journalist, reader, editor), after its Algorithm 1.
+
+The journalist writes an article for the general public from the paper (title, abstract, key sections). Then, for
+n iterations (the paper: 3): the reader - meant to be a smaller model, routed by the `reader` role - takes notes
+(technical terms, where they appear, and what they mean); the editor judges the notes for accuracy, complexity
+and conveyance and advises the journalist; the journalist revises. A weak reader's notes expose what the article
+fails to explain. Readability (FKGL, Coleman-Liau, Dale-Chall) is kept for every version; the last or the most
+readable one is returned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from margin.workflows import readability
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.types import LLMError, Priority
+from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
+
+from .team import Team
+from .transcript import Transcript
+from .types import StepCallback, no_steps
+
+log = logging.getLogger("margin.rewrite.jrel")
+
+LAST, MOST_READABLE = "last", "mostReadable"
+_KEY_SECTIONS = re.compile(r"introduc|background|conclu|discussion|summary|results|findings|overview", re.I)
+_PLACEHOLDERS = re.compile(r"\s*\[(?:citation|reference|url|code)\]")
+_ARTICLE_HEADING = re.compile(
+    r"^\s*(?:#+\s*|\*\*)?\s*(revised\s+article|article)\s*(?:\*\*)?\s*:?\s*$", re.I | re.M
+)
+_OTHER_HEADING = re.compile(
+    r"^\s*(?:#+\s*|\*\*)?\s*(improvement|notes?|advice)\s*(?:\*\*)?\s*:?\s*$", re.I | re.M
+)
+
+
+@dataclass
+class LayOptions:
+    iterations: int = 3  # reading-editing-revising rounds after the first draft (the paper: 3)
+    keep: str = LAST  # LAST (the paper) or MOST_READABLE (lowest mean of FKGL, CLI, DCRS)
+    paper_words: int = 1_500  # how much of the paper the journalist and editor read
+
+
+@dataclass
+class Version:
+    """One version of the article: iteration 0 is the first draft."""
+
+    iteration: int
+    article: str
+    scores: readability.Readability
+    notes: str = ""  # the reader's notes on the previous version (what led to this one)
+    advice: str = ""  # the editor's advice that this version answers
+
+    @property
+    def difficulty(self) -> float:
+        """The paper's summary figure: the mean of CLI, FKGL and DCRS (lower is easier)."""
+        return (self.scores.cli + self.scores.fkgl + self.scores.dcrs) / 3
+
+
+@dataclass
+class LayArticle:
+    title: str
+    versions: list[Version] = field(default_factory=list)
+    chosen: int = -1
+    failures: list[str] = field(default_factory=list)
+    models: dict[str, str] = field(default_factory=dict)
+    keep: str = LAST
+
+    @property
+    def ok(self) -> bool:
+        return 0 <= self.chosen < len(self.versions)
+
+    @property
+    def text(self) -> str:
+        return self.versions[self.chosen].article if self.ok else ""
+
+
+def paper_summary(manuscript: Manuscript, words: int = 1_500) -> tuple[str, str]:
+    """The title and what the journalist reads: the abstract, then the key sections (introduction, results,
+    discussion, conclusion), then whatever else fits, within `words`."""
+    title = manuscript.title or ""
+    prose = [p for p in manuscript.paragraphs if p.kind in (ParagraphKind.PARAGRAPH, ParagraphKind.LIST_ITEM)]
+    abstract = [p for p in manuscript.abstract] or [
+        p for p in prose if p.section and "abstract" in p.section[0].lower()
+    ]
+    key = [p for p in prose if p not in abstract and any(_KEY_SECTIONS.search(title) for title in p.section)]
+    rest = [p for p in prose if p not in abstract and p not in key]
+    budget = words
+    chosen: list[Paragraph] = []
+    for paragraph in [*abstract, *key, *rest]:
+        count = len(paragraph.text.split())
+        if count > budget:
+            continue
+        chosen.append(paragraph)
+        budget -= count
+    order = {id(paragraph): index for index, paragraph in enumerate(manuscript.paragraphs)}
+    chosen.sort(key=lambda paragraph: order.get(id(paragraph), 0))
+    parts: list[str] = []
+    heading: tuple[str, ...] = ()
+    for paragraph in chosen:
+        if paragraph.section != heading and paragraph.section:
+            parts.append(f"## {paragraph.section[-1]}")
+            heading = paragraph.section
+        parts.append(_PLACEHOLDERS.sub("", paragraph.text))
+    return title, "\n\n".join(parts)
+
+
+def article_of(text: str) -> str:
+    """The article in the journalist's Markdown answer: the text under its last "Article" or "Revised Article"
+    heading, up to another section; the whole answer when it has no such heading (weak models)."""
+    headings = list(_ARTICLE_HEADING.finditer(text))
+    body = text[headings[-1].end() :] if headings else text
+    if not headings:
+        improvement = _OTHER_HEADING.search(body)
+        if improvement is not None and improvement.start() == len(body) - len(body.lstrip()):
+            return ""  # only an "Improvement" section: no article
+    following = _OTHER_HEADING.search(body)
+    if following is not None and headings:
+        body = body[: following.start()]
+    return body.strip()
+
+
+async def write_lay_article(
+    manuscript: Manuscript,
+    llm: LLMClient,
+    options: LayOptions | None = None,
+    *,
+    transcript: Transcript | None = None,
+    on_step: StepCallback = no_steps,
+    priority: Priority = Priority.INTERACTIVE,
+) -> LayArticle:
+    """Write, read, edit, revise. Never raises for model failures: a failed step ends the iterations and the best
+    version so far is kept; with no first draft the result is not `ok` and `failures` says why."""
+    options = options or LayOptions()
+    transcript = transcript if transcript is not None else Transcript("jrel")
+    team = Team(llm, transcript, on_step, priority)
+    title, paper = paper_summary(manuscript, options.paper_words)
+    paper_block = f"The paper{f' ({title})' if title else ''}:\n{paper}"
+    result = LayArticle(title=title, keep=options.keep)
+    total = options.iterations
+    try:
+        draft = await team.ask(
+            "journalist",
+            f"{paper_block}\n\nWrite the article.",
+            step="Journalist writing the first draft",
+        )
+        article = article_of(draft.text)
+        problem = "" if article else "the journalist's answer held no article"
+    except LLMError as error:
+        article, problem = "", str(error)
+    if problem:
+        transcript.note(f"no first draft: {problem}")
+        result.failures = list(dict.fromkeys([*team.failures, problem]))
+        result.models = transcript.models()
+        return result
+    result.versions.append(Version(0, article, readability.score(article)))
+    for iteration in range(1, total + 1):
+        previous = result.versions[-1].article
+        try:
+            notes = await team.ask(
+                "reader",
+                f"The article:\n{previous}\n\nTake your notes.",
+                step=f"Reader taking notes, iteration {iteration}/{total}",
+            )
+            advice = await team.ask(
+                "editor",
+                f"{paper_block}\n\nThe popular science article:\n{previous}\n\nThe reader's notes:\n{notes.text}\n\n"
+                "Evaluate the notes, then give your advice.",
+                step=f"Editor advising the journalist, iteration {iteration}/{total}",
+            )
+            revision = await team.ask(
+                "journalist",
+                f"{paper_block}\n\nYour article:\n{previous}\n\nThe editor's advice:\n{advice.text}\n\n"
+                "Choose and refine the most useful advice, then rewrite the article.",
+                step=f"Journalist revising, iteration {iteration}/{total}",
+            )
+        except LLMError as error:
+            transcript.note(f"iteration {iteration} stopped: {error}")
+            break
+        revised = article_of(revision.text)
+        if not revised:
+            transcript.note(f"iteration {iteration}: the revision held no article; stopping")
+            break
+        result.versions.append(
+            Version(
+                iteration,
+                revised,
+                readability.score(revised),
+                notes=notes.text.strip(),
+                advice=advice.text.strip(),
+            )
+        )
+    result.failures = list(team.failures)
+    result.models = transcript.models()
+    if options.keep == MOST_READABLE:
+        result.chosen = min(range(len(result.versions)), key=lambda index: result.versions[index].difficulty)
+    else:
+        result.chosen = len(result.versions) - 1
+    return result
+
+
+def _version() -> str:
+    try:
+        return metadata.version("margin")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def render_article(article: LayArticle, source_name: str) -> str:
+    """The article as a Markdown file: a short provenance header (YAML front matter), the title, the text."""
+    chosen = article.versions[article.chosen]
+    how = "the most readable" if article.keep == MOST_READABLE else "the last"
+    lines = [
+        "---",
+        f"title: {json.dumps(article.title or 'Lay article', ensure_ascii=False)}",
+        f"generator: margin {_version()} (JRE-L: journalist, reader, editor)",
+        f"source: {json.dumps(source_name, ensure_ascii=False)}",
+        "models: {"
+        + ", ".join(f"{role}: {json.dumps(model)}" for role, model in sorted(article.models.items()))
+        + "}",
+        f"iterations: {len(article.versions) - 1}",
+        f"kept: {chosen.iteration}  # {how} version",
+        "readability:  # per version, lower is easier (0 = first draft)",
+    ]
+    for version in article.versions:
+        scores = version.scores
+        lines.append(
+            f"  - {{iteration: {version.iteration}, fkgl: {scores.fkgl:.2f}, cli: {scores.cli:.2f}, "
+            f"dcrs: {scores.dcrs:.2f}, mean: {version.difficulty:.2f}}}"
+        )
+    lines += ["---", ""]
+    if article.title:
+        lines += [f"# {article.title}", ""]
+    lines.append(chosen.article.strip())
+    return "\n".join(lines) + "\n"
+
+
+def article_path(manuscript_path: Path) -> Path:
+    """Where the article goes by default: beside the manuscript (a numeric suffix if that name is taken)."""
+    return manuscript_path.with_name(f"{manuscript_path.stem}-lay-article.md")

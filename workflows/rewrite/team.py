@@ -1,0 +1,82 @@
+"""How rewriting agents speak: one call per agent turn, with its role's prompt, recorded in the transcript and
+announced as a progress step. Every pipeline of this package talks to models only through `Team.ask`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.types import Completion, LLMError, Priority, Request
+from margin.workflows.prompts import render
+
+from .transcript import Transcript, Turn
+from .types import StepCallback, no_steps
+
+
+@dataclass
+class Team:
+    llm: LLMClient
+    transcript: Transcript
+    on_step: StepCallback = no_steps
+    priority: Priority = Priority.INTERACTIVE
+    # Words the role prompts are written with ($domain_text, $expert...), so one prompt serves several domains.
+    words: Mapping[str, str] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    def system(self, prompt_name: str) -> dict[str, str]:
+        return {"role": "system", "content": render(prompt_name, **self.words)}
+
+    async def ask(
+        self,
+        role: str,
+        user: str,
+        *,
+        step: str,
+        prompt_name: str | None = None,
+        schema: dict[str, Any] | None = None,
+        schema_name: str = "answer",
+        memory: str = "",
+        temperature: float | None = None,
+    ) -> Completion:
+        """One agent turn. `memory` (the conversation so far, in natural language) comes after the role prompt
+        and before the task, so the stable part of the prompt stays first for vLLM's prefix cache.
+        Raises LLMError after recording it; the pipeline decides what a failed turn means."""
+        self.on_step(step)
+        messages = [self.system(prompt_name or role)]
+        if memory:
+            messages.append({"role": "user", "content": f"The conversation so far:\n{memory}"})
+            messages.append({"role": "assistant", "content": "Understood."})
+        messages.append({"role": "user", "content": user})
+        started = time.monotonic()
+        try:
+            completion = await self.llm.complete(
+                Request(
+                    role=role,
+                    messages=tuple(messages),
+                    schema=schema,
+                    schema_name=schema_name,
+                    priority=self.priority,
+                    temperature=temperature,
+                )
+            )
+        except LLMError as error:
+            self.failures.append(str(error))
+            self.transcript.record(
+                Turn(role, step, messages, "", failure=str(error), seconds=time.monotonic() - started)
+            )
+            raise
+        self.transcript.record(
+            Turn(
+                role,
+                step,
+                messages,
+                completion.text,
+                model=completion.model,
+                cached=completion.cached,
+                seconds=time.monotonic() - started,
+            )
+        )
+        return completion
