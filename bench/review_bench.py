@@ -35,17 +35,16 @@ import argparse
 import asyncio
 import hashlib
 import json
-import multiprocessing
 import re
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from stand_in import StandIn, stand_in
 
 from margin.workflows.feedback.literature import Literature
 from margin.workflows.feedback.pipeline import (
@@ -59,11 +58,12 @@ from margin.workflows.feedback.plans import LITERATURE, PAPER, REVIEW
 from margin.workflows.feedback.types import Mode, ParagraphReview, WeaknessType
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.config import EndpointConfig, LLMConfig
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.llm.types import Usage
 from margin.workflows.manuscript.loader import ManuscriptLoader
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 
+RULES = "review_bench:scripted_rules"  # what the stand-in answers with (it may run in another process)
 PAPER_ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "latex" / "paper" / "main.tex"
 QUOTE_WORDS = 6
 
@@ -197,111 +197,6 @@ def scripted_rules() -> list[Rule]:
         Rule(role="investigator", respond=_investigate),
         Rule(role="reviewer", respond=_review),
     ]
-
-
-# -- the stand-in server ---------------------------------------------------------------------------------------
-
-# Two artifacts of the harness's http.server, which vLLM (uvicorn on asyncio) does not have, are removed here:
-# - Nagle's algorithm on the server's sockets: the response headers and body go out in two writes, the second
-#   waits for the client's delayed ACK, and every call costs about 40 ms more than its latency;
-# - a listen backlog of 5 (uvicorn: 2048): a burst of new connections (one per concurrent request, and one per
-#   /models probe) overflows it, the kernel drops SYNs and the client retransmits them a second later.
-_BACKLOG = 2048
-
-
-class StandIn(Protocol):
-    @property
-    def base_url(self) -> str: ...
-
-    def take_peak(self) -> int:
-        """The most requests in flight at once since the last call."""
-        ...
-
-
-class _InThread:
-    def __init__(self, endpoint: ScriptedEndpoint) -> None:
-        self.endpoint = endpoint
-
-    @property
-    def base_url(self) -> str:
-        return self.endpoint.base_url
-
-    def take_peak(self) -> int:
-        with self.endpoint._lock:
-            peak, self.endpoint.max_in_flight = self.endpoint.max_in_flight, 0
-        return peak
-
-
-def _start(latency: float, concurrency: int) -> ScriptedEndpoint:
-    endpoint = ScriptedEndpoint(rules=scripted_rules(), latency=latency, max_concurrency=concurrency).start()
-    server = endpoint._server
-    assert server is not None
-    server.RequestHandlerClass.disable_nagle_algorithm = True  # this endpoint's own handler class only
-    server.socket.listen(_BACKLOG)
-    return endpoint
-
-
-def _serve(connection: Connection, latency: float, concurrency: int) -> None:
-    """The child process's loop: serve until the parent says stop (or goes away)."""
-    endpoint = _start(latency, concurrency)
-    served = _InThread(endpoint)
-    connection.send(endpoint.base_url)
-    try:
-        while True:
-            try:
-                command = connection.recv()
-            except EOFError:
-                break
-            if command != "peak":
-                break
-            connection.send(served.take_peak())
-    finally:
-        endpoint.stop()
-
-
-class _InProcess:
-    """The stand-in in a process of its own, as vLLM is: its Python work does not compete for our GIL."""
-
-    def __init__(self, latency: float, concurrency: int) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._connection, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child, latency, concurrency), daemon=True)
-        self._process.start()
-        child.close()
-        self._base_url = str(self._connection.recv())
-
-    @property
-    def base_url(self) -> str:
-        return self._base_url
-
-    def take_peak(self) -> int:
-        self._connection.send("peak")
-        return int(self._connection.recv())
-
-    def stop(self) -> None:
-        with suppress(OSError):
-            self._connection.send("stop")
-        self._process.join(10)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join()
-        self._connection.close()
-
-
-@contextmanager
-def stand_in(where: str, latency: float, concurrency: int) -> Iterator[StandIn]:
-    if where == "thread":
-        endpoint = _start(latency, concurrency)
-        try:
-            yield _InThread(endpoint)
-        finally:
-            endpoint.stop()
-    else:
-        process = _InProcess(latency, concurrency)
-        try:
-            yield process
-        finally:
-            process.stop()
 
 
 # -- runs ------------------------------------------------------------------------------------------------------
@@ -466,7 +361,7 @@ async def run(
     literature = await Literature.gather(manuscript)  # the .bib entries, as the server reads them
     results: list[dict[str, Any]] = []
     problems: list[str] = []
-    with stand_in(endpoint, latency, concurrency) as server:
+    with stand_in(endpoint, latency, concurrency, RULES) as server:
         setup = Setup(server, manuscript, paragraphs, literature, latency, concurrency, model)
         for mode in modes:
             row, found = await bench_mode(setup, mode)

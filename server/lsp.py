@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from lsprotocol import types
@@ -37,6 +38,32 @@ _LOG_TYPES = {
 
 
 class MarginProtocol(LanguageServerProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # pygls runs a command handler as a task of its own under another id, so $/cancelRequest for
+        # workspace/executeCommand would only cancel the reply: commands register their task here by request id.
+        self.command_tasks: dict[Any, asyncio.Task[Any]] = {}
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        task = self.command_tasks.pop(msg_id, None)
+        super()._handle_cancel_notification(msg_id)
+        if task is not None:
+            task.cancel()
+
+    @contextmanager
+    def cancellable_command(self) -> Iterator[None]:
+        """Within a command handler: let $/cancelRequest of its request cancel it."""
+        msg_id = self._ctx_msg_id.get(None)
+        task = asyncio.current_task()
+        if msg_id is None or task is None:
+            yield
+            return
+        self.command_tasks[msg_id] = task
+        try:
+            yield
+        finally:
+            self.command_tasks.pop(msg_id, None)
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):  # type: ignore[override]
         # margin counts positions in UTF-16, LSP's default that every client supports; without this pygls would
@@ -433,6 +460,16 @@ async def on_code_action(ls: MarginServer, params: types.CodeActionParams) -> li
                     command=types.Command(title=title, command=command, arguments=[uri]),
                 )
             )
+    only = params.context.only
+    if (
+        only
+    ):  # the client asked for some kinds only (e.g. quick fixes for a diagnostic); kinds are hierarchical
+        wanted = [_kind(kind) for kind in only]
+        actions = [
+            action
+            for action in actions
+            if any(_kind(action.kind) == kind or _kind(action.kind).startswith(f"{kind}.") for kind in wanted)
+        ]
     return actions
 
 
@@ -447,27 +484,32 @@ async def review_paragraph_command(ls: MarginServer, uri: str, line: int, charac
     if paragraph is None:
         ls.tell_user("there is no paragraph to review at that position", types.MessageType.Info)
         return {"reviewed": 0}
-    return {"reviewed": await ls.reviews.review(uri, [paragraph], interactive=True)}
+    with ls.protocol.cancellable_command():
+        return {"reviewed": await ls.reviews.review(uri, [paragraph], interactive=True)}
 
 
 @server.command(REVIEW_DOCUMENT)
 async def review_document_command(ls: MarginServer, uri: str) -> dict[str, int]:
-    return {"reviewed": await ls.reviews.review(uri, interactive=True)}
+    with ls.protocol.cancellable_command():
+        return {"reviewed": await ls.reviews.review(uri, interactive=True)}
 
 
 @server.command(SIMPLIFY_PARAGRAPH)
 async def simplify_paragraph_command(ls: MarginServer, uri: str, line: int, character: int) -> dict[str, Any]:
-    return (await ls.rewrites.simplify_paragraph(uri, line, character)).to_json()
+    with ls.protocol.cancellable_command():
+        return (await ls.rewrites.simplify_paragraph(uri, line, character)).to_json()
 
 
 @server.command(SIMPLIFY_DOCUMENT)
 async def simplify_document_command(ls: MarginServer, uri: str) -> dict[str, Any]:
-    return (await ls.rewrites.simplify_document(uri)).to_json()
+    with ls.protocol.cancellable_command():
+        return (await ls.rewrites.simplify_document(uri)).to_json()
 
 
 @server.command(LAY_ARTICLE)
 async def lay_article_command(ls: MarginServer, uri: str) -> dict[str, Any]:
-    return (await ls.rewrites.lay_article(uri)).to_json()
+    with ls.protocol.cancellable_command():
+        return (await ls.rewrites.lay_article(uri)).to_json()
 
 
 @server.command(DISMISS_FINDING)

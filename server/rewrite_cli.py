@@ -132,6 +132,16 @@ async def _simplify(
     )
 
 
+def _taken_outputs(arguments: argparse.Namespace) -> Path | None:
+    """An output the user named that exists and may not be replaced: checked before any model call."""
+    if arguments.force:
+        return None
+    for path in (arguments.output, arguments.transcript):
+        if path is not None and path.exists():
+            return path
+    return None
+
+
 def _save_transcript(transcript: Transcript, arguments: argparse.Namespace) -> None:
     if arguments.transcript is None:
         return
@@ -151,11 +161,9 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
     except UsageProblem as error:
         print(f"margin: {error}", file=sys.stderr)
         return EXIT_USAGE
-    if arguments.output is not None and arguments.output.exists() and not arguments.force:
-        print(
-            f"margin: {arguments.output} exists; choose another name or pass --force to replace it",
-            file=sys.stderr,
-        )
+    taken = _taken_outputs(arguments)
+    if taken:
+        print(f"margin: {taken} exists; choose another name or pass --force to replace it", file=sys.stderr)
         return EXIT_USAGE
     if not targets:
         print(f"margin: {path} has no paragraphs to simplify", file=sys.stderr)
@@ -179,7 +187,11 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
         for target, rewrite in zip(targets, rewrites, strict=True)
         if rewrite.changed
     ]
-    if single and arguments.output is None:
+    gave_up = not changed and any(r.status in (RewriteStatus.REFUSED, RewriteStatus.FAILED) for r in rewrites)
+    if gave_up:
+        nothing = "no output written" if arguments.output is not None else "nothing printed"
+        print(f"margin: nothing was simplified; {nothing}", file=sys.stderr)
+    elif single and arguments.output is None:
         print(rewrites[0].text.strip())
     else:
         text = apply_rewrites(targets[0].paragraph.source.text, changed)
@@ -194,11 +206,7 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
     _save_transcript(transcript, arguments)
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)
-    return (
-        EXIT_OK
-        if changed or all(r.status is RewriteStatus.UNCHANGED for r in rewrites)
-        else EXIT_NOT_REWRITTEN
-    )
+    return EXIT_NOT_REWRITTEN if gave_up else EXIT_OK
 
 
 async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
@@ -208,11 +216,9 @@ async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
     except UnreadableFile as error:
         print(f"margin: {error}", file=sys.stderr)
         return EXIT_UNREADABLE
-    if arguments.output is not None and arguments.output.exists() and not arguments.force:
-        print(
-            f"margin: {arguments.output} exists; choose another name or pass --force to replace it",
-            file=sys.stderr,
-        )
+    taken = _taken_outputs(arguments)
+    if taken:
+        print(f"margin: {taken} exists; choose another name or pass --force to replace it", file=sys.stderr)
         return EXIT_USAGE
     options = settings.lay_options()
     if arguments.iterations is not None:

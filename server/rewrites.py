@@ -153,8 +153,9 @@ class RewriteCoordinator:
         if failed:
             notes.append(f"{len(failed)} paragraph(s) failed: {failed[0].message}")
         if not changed:
+            status = "failed" if failed else ("refused" if refused else "unchanged")
             return self._tell(
-                Outcome("unchanged", "; ".join(notes) or "nothing to change", 0, len(refused), len(failed))
+                Outcome(status, "; ".join(notes) or "nothing to change", 0, len(refused), len(failed))
             )
         if notes:
             self.server.tell_user("; ".join(notes), types.MessageType.Info)
@@ -211,9 +212,16 @@ class RewriteCoordinator:
         if key in self.running:
             return self._tell(Outcome("busy", "this rewrite is already running"))
         progress = Progress(self.server, "rewrite")
+        started: list[asyncio.Task[T]] = []
+        self.running[key] = asyncio.current_task()  # type: ignore[assignment]  # holds the key while progress starts
+        try:
+            await progress.begin(title, lambda: [task.cancel() for task in started])
+        except BaseException:
+            del self.running[key]
+            raise
         task = asyncio.ensure_future(work(lambda step: progress.report(step)))
+        started.append(task)
         self.running[key] = task
-        await progress.begin(title, task.cancel)
         try:
             return await task
         except asyncio.CancelledError:

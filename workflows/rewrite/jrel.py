@@ -218,7 +218,7 @@ def render_article(article: LayArticle, source_name: str) -> str:
     lines = [
         "---",
         f"title: {json.dumps(article.title or 'Lay article', ensure_ascii=False)}",
-        f"generator: margin {_version()} (JRE-L: journalist, reader, editor)",
+        f"generator: {json.dumps(f'margin {_version()} (JRE-L: journalist, reader, editor)')}",
         f"source: {json.dumps(source_name, ensure_ascii=False)}",
         "models: {"
         + ", ".join(f"{role}: {json.dumps(model)}" for role, model in sorted(article.models.items()))
