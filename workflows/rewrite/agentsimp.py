@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from margin.workflows.llm.client import LLMClient
@@ -90,6 +90,7 @@ class _Draft:
     text: str
     explained: dict[str, str]
     failed: str = ""
+    failures: list[str] = field(default_factory=list)  # this paragraph's model failures (the run went on)
 
 
 class _Desk:
@@ -186,6 +187,7 @@ class _Desk:
                 simplified = clean_text(str(revised.data.get("text", ""))) or simplified
                 draft.explained.update(explained_of(revised.data))
             except LLMError as error:
+                draft.failures.append(str(error))
                 self.team.transcript.note(f"{self._label(draft)}: supervision stopped: {error}")
                 break
         return simplified
@@ -223,6 +225,7 @@ class _Desk:
         try:
             return await stage()
         except LLMError as error:
+            draft.failures.append(str(error))
             self.team.transcript.note(f"{self._label(draft)}: a refining step failed: {error}")
             return fallback
 
@@ -236,20 +239,27 @@ class _Desk:
                 draft.text = await self._optional(draft, lambda: self._terms(draft, metaphors), metaphors)
         except LLMError as error:
             draft.failed = str(error)
+            draft.failures.append(str(error))
 
     async def _synchronous(self, draft: _Draft) -> None:
         original = draft.original
-        basic, metaphors, terms = await asyncio.gather(
-            self._simplify(draft, original),
-            self._optional(draft, lambda: self._metaphors(draft, original), original),
-            self._optional(draft, lambda: self._terms(draft, original), original),
-        )
-        fused = await self._optional(
+        side_by_side = [
+            asyncio.ensure_future(self._simplify(draft, original)),
+            asyncio.ensure_future(self._optional(draft, lambda: self._metaphors(draft, original), original)),
+            asyncio.ensure_future(self._optional(draft, lambda: self._terms(draft, original), original)),
+        ]
+        try:
+            basic, metaphors, terms = await asyncio.gather(*side_by_side)
+        except BaseException:
+            for task in side_by_side:  # the basic simplification failed: its partners' work is moot
+                task.cancel()
+            await asyncio.gather(*side_by_side, return_exceptions=True)
+            raise
+        draft.text = await self._optional(
             draft,
             lambda: self._integrate(draft, basic, metaphors, terms),
             basic,
         )
-        draft.text = fused
 
     async def _integrate(self, draft: _Draft, basic: str, metaphors: str, terms: str) -> str:
         reply = await self.team.ask(
@@ -383,7 +393,13 @@ async def simplify_document(
                 draft.original, draft.original, RewriteStatus.FAILED, draft.failed, failures=[draft.failed]
             )
         return await finalize(
-            team, draft.original, draft.text, language, role="proofreader", explained=draft.explained
+            team,
+            draft.original,
+            draft.text,
+            language,
+            role="proofreader",
+            explained=draft.explained,
+            failures=draft.failures,
         )
 
     return list(await asyncio.gather(*(settle(draft) for draft in drafts)))

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
 from margin.workflows.manuscript.source import normalize_uri
 
+from .preservation import latex_comments
 from .types import Language
 
 # Footnotes sit inside their paragraph's span: rewriting both would overlap. They change with their paragraph.
 REWRITTEN_KINDS = frozenset({ParagraphKind.PARAGRAPH, ParagraphKind.LIST_ITEM, ParagraphKind.QUOTE})
-_LATEX_COMMENT = re.compile(r"(?<!\\)%[^\n]*")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
@@ -72,8 +72,11 @@ def apply_rewrites(text: str, replacements: Iterable[tuple[int, int, str]]) -> s
 def carry_comments(original: str, rewrite: str, language: Language) -> str:
     """The rewrite, followed by each comment of the original that it dropped: a comment is the author's, and
     a rewrite must not lose it (models do not see a reason to keep them)."""
-    pattern = _LATEX_COMMENT if language is Language.LATEX else _HTML_COMMENT
-    dropped = [match.group(0) for match in pattern.finditer(original) if match.group(0) not in rewrite]
+    if language is Language.LATEX:
+        comments = latex_comments(original)
+    else:
+        comments = [match.group(0) for match in _HTML_COMMENT.finditer(original)]
+    dropped = [comment for comment in comments if comment not in rewrite]
     if not dropped:
         return rewrite
     body = rewrite.rstrip()

@@ -32,10 +32,10 @@ LAST, MOST_READABLE = "last", "mostReadable"
 _KEY_SECTIONS = re.compile(r"introduc|background|conclu|discussion|summary|results|findings|overview", re.I)
 _PLACEHOLDERS = re.compile(r"\s*\[(?:citation|reference|url|code)\]")
 _ARTICLE_HEADING = re.compile(
-    r"^\s*(?:#+\s*|\*\*)?\s*(revised\s+article|article)\s*(?:\*\*)?\s*:?\s*$", re.I | re.M
+    r"^\s*(?:#+\s*)?(?:\*\*)?\s*(revised\s+article|article)\s*:?\s*(?:\*\*)?\s*:?\s*$", re.I | re.M
 )
 _OTHER_HEADING = re.compile(
-    r"^\s*(?:#+\s*|\*\*)?\s*(improvement|notes?|advice)\s*(?:\*\*)?\s*:?\s*$", re.I | re.M
+    r"^\s*(?:#+\s*)?(?:\*\*)?\s*(improvement|notes?|advice)\s*:?\s*(?:\*\*)?\s*:?\s*$", re.I | re.M
 )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .types import Language
 
+HIDDEN = "hidden"  # text a rewrite turned into a comment
 CITATION, REFERENCE, LABEL, MATH, MACRO, LINK, FOOTNOTE, CODE = (
     "citation",
     "reference",
@@ -26,9 +27,11 @@ CITATION, REFERENCE, LABEL, MATH, MACRO, LINK, FOOTNOTE, CODE = (
 )
 EXPLAINABLE = frozenset({MATH, MACRO, CODE})
 
-_LATEX_COMMENT = re.compile(r"(?<!\\)%[^\n]*")
+# A % starts a comment after an even number of backslashes (\\% is a line break, then a comment).
+_LATEX_COMMENT = re.compile(r"(?<!\\)((?:\\\\)*)(%[^\n]*)")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _LATEX_CITE = re.compile(
-    r"\\(?P<name>[a-zA-Z]*cite[a-zA-Z]*|nocite)\*?\s*(?:\[[^\]]*\]\s*){0,2}\{(?P<keys>[^{}]*)\}"
+    r"\\(?P<name>[a-zA-Z]*[Cc]ite[a-zA-Z]*|nocite)\*?\s*(?:\[[^\]]*\]\s*){0,2}\{(?P<keys>[^{}]*)\}"
 )
 _LATEX_REF = re.compile(
     r"\\(?P<name>ref|eqref|autoref|cref|Cref|crefrange|pageref|nameref|vref|Vref|cpageref|labelcref|subref)"
@@ -53,12 +56,12 @@ _MD_IMAGE_OR_LINK = re.compile(
 )
 _MD_REFERENCE_LINK = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])+\]\[([^\]]+)\]")
 _MD_AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]+)>")
-_MD_BARE_URL = re.compile(r"(?<![(<\[])\bhttps?://[^\s)>\]]*[^\s)>\].,;:!?]")
+_MD_BARE_URL = re.compile(r"(?<!\]\()(?<![<\[])\bhttps?://[^\s)>\]]*[^\s)>\].,;:!?]")
 _MD_FOOTNOTE = re.compile(r"\[\^([^\]\s]+)\]")
 _MD_CITATION = re.compile(r"(?<![\w@.])-?@\{?([A-Za-z0-9_](?:[\w:.#$%&+?<>~/-]*\w)?)\}?")
 _CROSSREF_PREFIXES = ("fig:", "tbl:", "sec:", "eq:", "lst:")
 _WHITESPACE = re.compile(r"\s+")
-_NOUNS = {MATH: "math span", CODE: "code span"}
+_NOUNS = {MATH: "math span", CODE: "code span", HIDDEN: "passage hidden by an unescaped %"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +82,25 @@ def _keys(match: re.Match[str]) -> list[str]:
     return [key.strip() for key in match.group("keys").split(",") if key.strip()]
 
 
+def latex_comments(source: str) -> list[str]:
+    """The comments of LaTeX source, in order ("% ..." up to the end of the line), not counting a % inside
+    \\url or \\href (percent-encoding) or an escaped \\%."""
+    return [match.group(2) for match in _LATEX_COMMENT.finditer(_mask_urls(source))]
+
+
+def _mask_urls(source: str) -> str:
+    # Same length, so offsets hold; a % in a URL is percent-encoding, not a comment.
+    return _LATEX_URL.sub(lambda match: match.group(0).replace("%", "\x00"), source)
+
+
+def without_comments(source: str, language: Language) -> str:
+    if language is Language.MARKDOWN:
+        return _HTML_COMMENT.sub(" ", source)
+    return _LATEX_COMMENT.sub(lambda match: match.group(1), _mask_urls(source)).replace("\x00", "%")
+
+
 def _latex_elements(source: str) -> list[Element]:
-    text = _LATEX_COMMENT.sub("", source)
+    text = without_comments(source, Language.LATEX)
     elements: list[Element] = []
     for match in _LATEX_CITE.finditer(text):
         elements += [Element(CITATION, f"\\{match.group('name')}{{{key}}}", key) for key in _keys(match)]
@@ -99,7 +119,7 @@ def _latex_elements(source: str) -> list[Element]:
     handled = {m.group("name") for m in _LATEX_CITE.finditer(text)} | {
         m.group("name") for m in _LATEX_REF.finditer(text)
     }
-    for match in _LATEX_MACRO.finditer(without_math):
+    for match in _LATEX_MACRO.finditer(without_math.replace("\\\\", "  ")):  # \\\\ is a line break
         name = match.group(1)
         if name not in _LATEX_NOT_MACROS and name not in handled:
             elements.append(Element(MACRO, f"\\{name}", f"\\{name}"))
@@ -108,7 +128,7 @@ def _latex_elements(source: str) -> list[Element]:
 
 def _markdown_elements(source: str) -> list[Element]:
     elements: list[Element] = []
-    text = source
+    text = without_comments(source, Language.MARKDOWN)
     for match in _MD_CODE.finditer(text):
         elements.append(Element(CODE, match.group(0), _squash(match.group(0))))
     text = _MD_CODE.sub(" ", text)
@@ -166,6 +186,12 @@ def missing_elements(
         if element.kind in EXPLAINABLE and words.strip() and _squash(words).casefold() in squashed_rewrite:
             continue
         lost.append(element)
+    if language is Language.LATEX:
+        # A % the rewrite left unescaped ("10%") comments out the rest of its line: that text would vanish.
+        known = set(latex_comments(original))
+        lost += [
+            Element(HIDDEN, comment, comment) for comment in latex_comments(rewrite) if comment not in known
+        ]
     return lost
 
 

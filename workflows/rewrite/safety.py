@@ -73,11 +73,13 @@ async def finalize(
     *,
     role: str,
     explained: dict[str, str] | None = None,
+    failures: list[str] | None = None,
 ) -> Rewrite:
     """The paragraph rewrite as it may reach the user: `candidate` if it keeps every protected element, else one
-    repair by `role`, else a refusal that names what would have been lost."""
+    repair by `role`, else a refusal that names what would have been lost. `failures` are this paragraph's own
+    (default: all the team met)."""
     candidate = clean_text(candidate)
-    failures = list(team.failures)
+    failures = list(team.failures if failures is None else failures)
     if not candidate:
         return Rewrite(
             original, original, RewriteStatus.FAILED, "the agents produced no text", failures=failures
@@ -101,9 +103,8 @@ async def finalize(
             candidate = clean_text(str(repaired.data.get("text", "")))
             explained = {**(explained or {}), **explained_of(repaired.data)}
             lost = missing_elements(original, candidate, language, explained) if candidate else lost
-        except LLMError:
-            pass
-        failures = list(team.failures)
+        except LLMError as error:
+            failures.append(str(error))
     if lost:
         message = f"not applied: the rewrite would have lost {describe(lost)}"
         team.transcript.note(message)

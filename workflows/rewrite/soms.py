@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from margin.workflows.llm.client import LLMClient
-from margin.workflows.llm.types import LLMError, Priority
+from margin.workflows.llm.types import FailureKind, LLMError, Priority
 
 from .safety import TEXT_SCHEMA, clean_text, explained_of, finalize, language_rules
 from .team import Team
@@ -180,7 +180,9 @@ class _Society:
 
     @property
     def memory(self) -> str:
-        return "\n".join(self.log[-_MEMORY_TURNS:])
+        """The log, bounded: the original text (always) and the most recent turns."""
+        recent = self.log[1:][-_MEMORY_TURNS:]
+        return "\n".join([*self.log[:1], *recent])
 
     def remember(self, who: str, what: str) -> None:
         self.log.append(f"{who}: {what}")
@@ -484,8 +486,8 @@ async def simplify_paragraph(
             await run[loop](society.entered[loop])
         except LLMError as error:
             transcript.note(f"the {loop} loop stopped: {error}")
-            if error.kind.value == "unavailable":
-                break  # nothing answers: the other loops would fail the same way
+            if error.kind in (FailureKind.UNAVAILABLE, FailureKind.TIMEOUT):
+                break  # nothing answers (in time): the other loops would wait and fail the same way
     if society.rewrites == 0:
         if not team.failures:
             return Rewrite(source, source, RewriteStatus.UNCHANGED, "the agents found nothing to simplify")
