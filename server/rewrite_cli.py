@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,11 +12,12 @@ from margin.workflows.manuscript.loader import ManuscriptLoader
 from margin.workflows.manuscript.model import Manuscript
 from margin.workflows.manuscript.source import Position, UnreadableFile, normalize_uri, path_to_uri
 from margin.workflows.manuscript.sources import SourceProvider
-from margin.workflows.rewrite import agentsimp, jrel, soms
+from margin.workflows.rewrite import jrel
 from margin.workflows.rewrite.edits import REWRITTEN_KINDS, Target, apply_rewrites, target_of, targets_in
 from margin.workflows.rewrite.output import create_beside, write_output
+from margin.workflows.rewrite.simplify import AGENTSIMP, simplify_targets
 from margin.workflows.rewrite.transcript import Transcript
-from margin.workflows.rewrite.types import Rewrite, RewriteStatus
+from margin.workflows.rewrite.types import RewriteStatus
 
 from .settings import Settings
 
@@ -92,44 +92,7 @@ def _chosen(manuscript: Manuscript, path: Path, arguments: argparse.Namespace) -
 def _method(arguments: argparse.Namespace, single: bool, settings: Settings) -> str:
     if arguments.method:
         return str(arguments.method)
-    return settings.values["simplify.paragraphMethod"] if single else "agentsimp"
-
-
-async def _simplify(
-    targets: list[Target],
-    method: str,
-    manuscript: Manuscript,
-    llm: LLMClient,
-    settings: Settings,
-    on_step: StepLine,
-    transcript: Transcript,
-) -> list[Rewrite]:
-    language = targets[0].language
-    if method == "agentsimp":
-        return await agentsimp.simplify_document(
-            [target.source for target in targets],
-            language,
-            llm,
-            settings.agentsimp_options(),
-            document="\n\n".join(paragraph.text for paragraph in manuscript.paragraphs),
-            transcript=transcript,
-            on_step=on_step,
-        )
-    return list(
-        await asyncio.gather(
-            *(
-                soms.simplify_paragraph(
-                    target.source,
-                    language,
-                    llm,
-                    settings.soms_options(),
-                    transcript=transcript,
-                    on_step=on_step,
-                )
-                for target in targets
-            )
-        )
-    )
+    return settings.values["simplify.paragraphMethod"] if single else AGENTSIMP
 
 
 def _taken_outputs(arguments: argparse.Namespace) -> Path | None:
@@ -169,12 +132,21 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
         print(f"margin: {path} has no paragraphs to simplify", file=sys.stderr)
         return EXIT_NOT_REWRITTEN
     method = _method(arguments, single, settings)
-    transcript = Transcript(method, {k: v for k, v in settings.values.items() if k.startswith("simplify.")})
+    transcript = Transcript(method, settings.section("simplify"))
     llm = LLMClient(settings.llm_config())
     steps = StepLine(f"{path.name} ({method})")
     try:
         with llm.measure() as usage:
-            rewrites = await _simplify(targets, method, manuscript, llm, settings, steps, transcript)
+            rewrites = await simplify_targets(
+                targets,
+                method,
+                manuscript,
+                llm,
+                soms_options=settings.soms_options(),
+                agentsimp_options=settings.agentsimp_options(),
+                transcript=transcript,
+                on_step=steps,
+            )
     finally:
         steps.close()
         await llm.close()

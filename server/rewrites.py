@@ -19,11 +19,12 @@ from lsprotocol import types
 
 from margin.workflows.manuscript.model import Manuscript
 from margin.workflows.manuscript.source import Position, SourceFile, normalize_uri, path_to_uri, uri_to_path
-from margin.workflows.rewrite import agentsimp, jrel, soms
+from margin.workflows.rewrite import jrel
 from margin.workflows.rewrite.edits import Target, target_of, targets_in
 from margin.workflows.rewrite.output import create_beside
+from margin.workflows.rewrite.simplify import AGENTSIMP, simplify_targets
 from margin.workflows.rewrite.transcript import Transcript
-from margin.workflows.rewrite.types import Language, Rewrite, RewriteStatus
+from margin.workflows.rewrite.types import Rewrite, RewriteStatus
 
 from .diagnostics import lsp_range
 from .progress import Progress
@@ -77,31 +78,21 @@ class RewriteCoordinator:
             return self._tell(Outcome("none", "there is no paragraph to simplify at that position"))
         target = target_of(paragraph)
         method = settings.values["simplify.paragraphMethod"]
-        transcript = Transcript(
-            method, {key: value for key, value in settings.values.items() if key.startswith("simplify.")}
-        )
+        transcript = Transcript(method, settings.section("simplify"))
         llm = self.server.reviews.llm(settings)
 
         async def work(on_step: Callable[[str], None]) -> Rewrite:
-            if method == "agentsimp":
-                results = await agentsimp.simplify_document(
-                    [target.source],
-                    target.language,
-                    llm,
-                    settings.agentsimp_options(),
-                    document=_plain(manuscript),
-                    transcript=transcript,
-                    on_step=on_step,
-                )
-                return results[0]
-            return await soms.simplify_paragraph(
-                target.source,
-                target.language,
+            [rewrite] = await simplify_targets(
+                [target],
+                method,
+                manuscript,
                 llm,
-                settings.soms_options(),
+                soms_options=settings.soms_options(),
+                agentsimp_options=settings.agentsimp_options(),
                 transcript=transcript,
                 on_step=on_step,
             )
+            return rewrite
 
         rewrite = await self._run(
             ("paragraph", normalize_uri(uri), paragraph.id), "Simplifying the paragraph", work
@@ -120,19 +111,16 @@ class RewriteCoordinator:
         targets = targets_in(manuscript, uri, DOCUMENT_MIN_WORDS)
         if not targets:
             return self._tell(Outcome("none", "this document has no paragraphs to simplify"))
-        transcript = Transcript(
-            "agentsimp", {k: v for k, v in settings.values.items() if k.startswith("simplify.")}
-        )
+        transcript = Transcript("agentsimp", settings.section("simplify"))
         llm = self.server.reviews.llm(settings)
-        language = Language.of(source.display_name)
 
         async def work(on_step: Callable[[str], None]) -> list[Rewrite]:
-            return await agentsimp.simplify_document(
-                [target.source for target in targets],
-                language,
+            return await simplify_targets(
+                targets,
+                AGENTSIMP,
+                manuscript,
                 llm,
-                settings.agentsimp_options(),
-                document=_plain(manuscript),
+                agentsimp_options=settings.agentsimp_options(),
                 transcript=transcript,
                 on_step=on_step,
             )
@@ -171,7 +159,7 @@ class RewriteCoordinator:
             return self._tell(
                 Outcome("none", "save the manuscript to a file first: the article is written beside it")
             )
-        transcript = Transcript("jrel", {k: v for k, v in settings.values.items() if k.startswith("lay.")})
+        transcript = Transcript("jrel", settings.section("lay"))
         llm = self.server.reviews.llm(settings)
 
         async def work(on_step: Callable[[str], None]) -> jrel.LayArticle:
@@ -339,7 +327,3 @@ def _unapplied(rewrite: Rewrite) -> Outcome:
     if rewrite.status is RewriteStatus.FAILED:
         return Outcome(status, f"the paragraph could not be simplified: {rewrite.message}", failed=1)
     return Outcome(status, "the agents found nothing to simplify in this paragraph")
-
-
-def _plain(manuscript: Manuscript) -> str:
-    return "\n\n".join(paragraph.text for paragraph in manuscript.paragraphs)

@@ -382,6 +382,10 @@ class Settings:
             min_words=int(values["review.minWords"]),
         )
 
+    def section(self, name: str) -> dict[str, Any]:
+        """The settings under `name` (e.g. "simplify"), for a transcript's record of how a run was set up."""
+        return {key: value for key, value in self.values.items() if key.startswith(f"{name}.")}
+
     def soms_options(self) -> SomsOptions:
         values = self.values
         return SomsOptions(
