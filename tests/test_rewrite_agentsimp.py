@@ -461,10 +461,10 @@ async def test_no_agent_keeps_working_after_the_run_returns(desk: Desk) -> None:
 
     assert [result.status for result in results] == [RewriteStatus.FAILED] * 2
     turns_at_return = len(desk.transcript.turns)
-    requests_at_return = len(desk.endpoint.calls()) if desk.endpoint else 0
-    await asyncio.sleep(0.6)  # the slow agents would have answered (and asked on) by now
+    # The slow agents would have answered by now: none of them may add to the run's transcript. (Counting the
+    # endpoint's requests instead races with the server thread recording requests sent just before the return.)
+    await asyncio.sleep(0.6)
     assert len(desk.transcript.turns) == turns_at_return
-    assert (len(desk.endpoint.calls()) if desk.endpoint else 0) == requests_at_return
 
 
 # -- safety: citations survive or the rewrite is refused ------------------------------------------------------------
