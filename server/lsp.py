@@ -387,6 +387,7 @@ DISMISS_FINDING = "margin.dismissFinding"
 SIMPLIFY_PARAGRAPH = "margin.simplifyParagraph"
 SIMPLIFY_DOCUMENT = "margin.simplifyDocument"
 LAY_ARTICLE = "margin.generateLayArticle"
+STATUS = "margin.status"
 
 
 @server.feature(
@@ -510,6 +511,18 @@ async def simplify_document_command(ls: MarginServer, uri: str) -> dict[str, Any
 async def lay_article_command(ls: MarginServer, uri: str) -> dict[str, Any]:
     with ls.protocol.cancellable_command():
         return (await ls.rewrites.lay_article(uri)).to_json()
+
+
+@server.command(STATUS)
+async def status_command(ls: MarginServer) -> dict[str, Any]:
+    """What an editor's status bar shows: the endpoint setting, the endpoints in use, the work running. No
+    network: only what the server already knows."""
+    return {
+        "endpoint": ls.global_settings.values["llm.endpoint"] or "auto",
+        "endpoints": ls.reviews.endpoints_in_use(),
+        "reviews": sum(not task.done() for task in ls.reviews.tasks.values()),
+        "rewrites": len(ls.rewrites.running),
+    }
 
 
 @server.command(DISMISS_FINDING)

@@ -73,6 +73,18 @@ class ReviewCoordinator:
             client = self._clients[key] = LLMClient(config)
         return client
 
+    def endpoints_in_use(self) -> list[dict[str, str | None]]:
+        """The endpoints the LLM clients have resolved so far, with their model and structured-output mode."""
+        return [
+            {
+                "url": endpoint.base_url,
+                "model": client.config.default.model or (endpoint.models[0] if endpoint.models else None),
+                "mode": endpoint.mode.value if endpoint.mode else None,
+            }
+            for client in self._clients.values()
+            for endpoint in client.pool.endpoints()
+        ]
+
     async def close(self) -> None:
         for task in list(self.tasks.values()):
             task.cancel()

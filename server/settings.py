@@ -264,6 +264,20 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Save each rewrite's whole agent conversation as JSON in .margin/transcripts/ of the workspace folder.",
     ),
     SettingSpec(
+        "server.command",
+        "list",
+        [],
+        'Editor side (VS Code): the whole command that starts the server, e.g. ["/path/to/.venv/bin/margin", '
+        '"serve"]. The server ignores it.',
+    ),
+    SettingSpec(
+        "server.pythonPath",
+        "string",
+        "",
+        "Editor side (VS Code): a Python with margin installed, run as `python -m margin.server` when "
+        "server.command is empty. The server ignores it.",
+    ),
+    SettingSpec(
         "maxFileSizeMB",
         "number",
         10.0,
@@ -483,6 +497,53 @@ def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
     return Settings(values), problems
 
 
+_VSCODE_TYPES = {
+    "boolean": "boolean",
+    "number": "number",
+    "integer": "integer",
+    "string": "string",
+    "list": "array",
+    "object": "object",
+}
+EDITOR_ONLY = ("server.",)  # settings the VS Code extension reads to start the server
+
+
+def vscode_configuration() -> dict[str, dict[str, Any]]:
+    """contributes.configuration.properties of the VS Code extension: the same table, as VS Code's schema."""
+    properties: dict[str, dict[str, Any]] = {}
+    for spec in SETTINGS:
+        schema: dict[str, Any] = {
+            "type": _VSCODE_TYPES[spec.kind],
+            "default": spec.default,
+            "markdownDescription": spec.description,
+            # Commands to run are the machine's business, never a workspace's (a cloned repo must not choose them).
+            "scope": "machine" if spec.key.startswith(EDITOR_ONLY) else "resource",
+        }
+        if spec.choices:
+            schema["enum"] = list(spec.choices)
+        if spec.minimum is not None:
+            schema["minimum"] = spec.minimum
+        if spec.maximum is not None:
+            schema["maximum"] = spec.maximum
+        if spec.kind == "list":
+            schema["items"] = {"type": "string"}
+        if spec.kind == "object":
+            schema["additionalProperties"] = {
+                "type": "object",
+                "properties": {key: {"type": "string"} for key in _ROUTE_KEYS},
+                "additionalProperties": False,
+            }
+        properties[f"{SECTION}.{spec.key}"] = schema
+    return properties
+
+
+def write_vscode_schema(package_json: Path) -> None:
+    """Put the schema into the extension's package.json (the one place it is edited by hand is this table)."""
+    package = json.loads(package_json.read_text(encoding="utf-8"))
+    package["contributes"]["configuration"]["properties"] = vscode_configuration()
+    package_json.write_text(json.dumps(package, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def markdown_table() -> str:
     """The settings as the README documents them (a test keeps the README in step with this table)."""
     rows = ["| setting | type | default | what it does |", "|---|---|---|---|"]
@@ -491,3 +552,12 @@ def markdown_table() -> str:
         default = json.dumps(spec.default)
         rows.append(f"| `{SECTION}.{spec.key}` | {kind} | `{default}` | {spec.description} |")
     return "\n".join(rows)
+
+
+if __name__ == "__main__":  # python -m margin.server.settings --write-vscode vscode-extension/package.json
+    import sys
+
+    if sys.argv[1:2] == ["--write-vscode"] and len(sys.argv) == 3:
+        write_vscode_schema(Path(sys.argv[2]))
+    else:
+        print(markdown_table())
