@@ -16,10 +16,14 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
+from margin.workflows.llm.scripted_agents import plainer, rewrite_rules
+from margin.workflows.llm.scripted_endpoint import Reply, Rule
+
+from conftest import REPO, ScriptedFactory
 
 NVIM = shutil.which("nvim", path=str(Path(sys.executable).parent))
 INIT_LUA = REPO / "tests" / "nvim" / "init.lua"
+ROUND_TRIP_LUA = REPO / "tests" / "nvim" / "round_trip.lua"
 TIMEOUT_S = 60
 
 pytestmark = pytest.mark.skipif(
@@ -44,7 +48,11 @@ HEADING = "\\section{𝛼 x} "  # 14 code points, 15 UTF-16 units, 17 UTF-8 byte
 
 
 def run_neovim(
-    project: Path, file_name: str, text: str, init_options: dict[str, Any] | None = None
+    project: Path,
+    file_name: str,
+    text: str,
+    init_options: dict[str, Any] | None = None,
+    init: Path = INIT_LUA,
 ) -> dict[str, Any]:
     """Open `text` as `project/file_name` in headless Neovim with margin; return what the Lua side saw."""
     assert NVIM is not None
@@ -65,7 +73,7 @@ def run_neovim(
         "XDG_STATE_HOME": str(xdg / "state"),
         "XDG_CACHE_HOME": str(xdg / "cache"),
     }
-    command = [NVIM, "--headless", "--clean", "-i", "NONE", "-n", "-u", str(INIT_LUA), file_name]
+    command = [NVIM, "--headless", "--clean", "-i", "NONE", "-n", "-u", str(init), file_name]
     completed = subprocess.run(
         command,
         cwd=project,
@@ -153,3 +161,66 @@ def test_markdown_with_init_options_from_the_neovim_config(tmp_path: Path) -> No
         len(MEDIUM),
     )
     assert result["cleared"] is True
+
+
+# -- the full round trip: focused feedback, then a simplification applied to the buffer -------------------------
+
+WEAK_PARAGRAPH = (
+    r"We trained the model on 1,200 annotated reports \cite{smith2020}. However, the threshold of 0.7 was "
+    r"chosen without a validation set, and the results were reported for a single random seed only, so the "
+    r"comparison with the baseline remains uncertain."
+)
+WEAK_QUOTE = "the threshold of 0.7 was chosen without a validation set"
+
+
+def test_neovim_round_trip_feedback_then_simplify_paragraph(
+    tmp_path: Path, scripted: ScriptedFactory
+) -> None:
+    """Neovim gets a focused-feedback diagnostic from the scripted model, picks "Simplify paragraph" among the
+    code actions, and the server's edit (workspace/applyEdit) changes the buffer, citation intact."""
+    reviewer = Rule(
+        role="reviewer",
+        replies=[
+            Reply(
+                json={
+                    "findings": [
+                        {
+                            "quote": WEAK_QUOTE,
+                            "label": "Replicability",
+                            "review": "Say how the threshold was chosen and report results over several seeds.",
+                            "reasoning": "No validation procedure is described.",
+                        }
+                    ]
+                }
+            )
+        ],
+    )
+    endpoint = scripted(reviewer, *rewrite_rules())
+    text = "\n".join([r"\documentclass{article}", r"\begin{document}", WEAK_PARAGRAPH, r"\end{document}", ""])
+    options = {
+        "margin": {
+            "llm": {"endpoint": endpoint.base_url, "model": "scripted-model"},
+            "review": {"mode": "single"},
+            "readability": {"enabled": False},
+            "cache": {"path": str(tmp_path / "llm-cache.sqlite3")},
+        }
+    }
+    result = run_neovim(tmp_path / "paper", "paper.tex", text, options, init=ROUND_TRIP_LUA)
+
+    assert result["found"] is True, result
+    [finding] = result["findings"]
+    assert finding["code"] == "Replicability"
+    start = WEAK_PARAGRAPH.index(WEAK_QUOTE)
+    assert (finding["lnum"], finding["col"], finding["end_col"]) == (2, start, start + len(WEAK_QUOTE))
+    assert {"Simplify paragraph", "Simplify document", "Generate lay article"} <= set(result["actions"])
+    assert result["applied"] is True, result
+    assert result["before"][2] == WEAK_PARAGRAPH
+    assert result["after"][2] == plainer(WEAK_PARAGRAPH)  # "However" became "But"
+    assert result["after"][2] != WEAK_PARAGRAPH and r"\cite{smith2020}" in result["after"][2]
+    assert result["after"][:2] == result["before"][:2] and result["after"][3:] == result["before"][3:]
+    assert {request.role for request in endpoint.calls()} >= {
+        "reviewer",
+        "selector",
+        "layperson",
+        "simplifier",
+    }
