@@ -756,6 +756,26 @@ async def test_the_server_answers_while_a_rewrite_runs_and_refuses_the_same_rewr
     assert corner.edits == []
 
 
+async def test_margin_status_reports_the_endpoint_in_use_and_the_running_rewrite(
+    shared: RewriteClient, scripted: ScriptedFactory, tmp_path: Path
+) -> None:
+    """What the VS Code status bar shows comes from margin.status: no network, only what the server knows."""
+    corner = prepare(shared, scripted, tmp_path, Rule(role="simplifier", replies=[Reply(hang=True)]))
+    uri = corner.uri("paper.tex")
+    running, token = await start_hanging_rewrite(corner, uri)
+    try:
+        status = await shared.execute("margin.status", timeout=5)
+        assert status["rewrites"] == 1
+        assert isinstance(status["reviews"], int) and isinstance(status["endpoint"], str)
+        in_use = {endpoint["url"]: endpoint for endpoint in status["endpoints"]}
+        assert corner.endpoint.base_url in in_use
+        assert in_use[corner.endpoint.base_url]["model"] == SCRIPTED_MODEL
+    finally:
+        shared.cancel_progress(token)
+    await asyncio.wait_for(running, WAIT)
+    assert (await shared.execute("margin.status", timeout=5))["rewrites"] == 0
+
+
 async def test_a_dead_endpoint_is_said_clearly_and_nothing_is_changed(
     shared: RewriteClient, scripted: ScriptedFactory, tmp_path: Path, dead_url: str
 ) -> None:
