@@ -51,9 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     review.add_argument("--literature", type=Path, action="append", default=[], help="folder of PDFs to read")
     _llm_options(review)
 
+    from .eval_cli import add_command as add_eval
     from .rewrite_cli import add_commands
 
     add_commands(commands, _llm_options)
+    add_eval(commands, _llm_options)
 
     doctor = commands.add_parser("doctor", help="check which LLM endpoints and models answer, and the cache")
     _llm_options(doctor)
@@ -136,6 +138,18 @@ def _rewrite(arguments: argparse.Namespace) -> int:
         stop_shared_server()
 
 
+def _evaluate(arguments: argparse.Namespace) -> int:
+    from margin.workflows.llm.embedded import stop_shared_server
+
+    from .eval_cli import run_eval
+
+    settings = _settings(arguments)
+    try:
+        return asyncio.run(run_eval(arguments, settings))
+    finally:
+        stop_shared_server()
+
+
 def _doctor(arguments: argparse.Namespace) -> int:
     from margin.workflows.llm.doctor import diagnose
     from margin.workflows.llm.embedded import stop_shared_server
@@ -201,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             return _doctor(arguments)
         if arguments.command in ("simplify", "lay"):
             return _rewrite(arguments)
+        if arguments.command == "eval":
+            return _evaluate(arguments)
     except UsageError as error:
         print(f"margin: {error}", file=sys.stderr)
         return EXIT_USAGE

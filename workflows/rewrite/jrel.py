@@ -134,12 +134,29 @@ async def write_lay_article(
     on_step: StepCallback = no_steps,
     priority: Priority = Priority.INTERACTIVE,
 ) -> LayArticle:
+    """A lay article about a manuscript: its title, abstract and key sections go to the journalist."""
+    options = options or LayOptions()
+    title, paper = paper_summary(manuscript, options.paper_words)
+    return await write_lay_article_from(
+        title, paper, llm, options, transcript=transcript, on_step=on_step, priority=priority
+    )
+
+
+async def write_lay_article_from(
+    title: str,
+    paper: str,
+    llm: LLMClient,
+    options: LayOptions | None = None,
+    *,
+    transcript: Transcript | None = None,
+    on_step: StepCallback = no_steps,
+    priority: Priority = Priority.INTERACTIVE,
+) -> LayArticle:
     """Write, read, edit, revise. Never raises for model failures: a failed step ends the iterations and the best
     version so far is kept; with no first draft the result is not `ok` and `failures` says why."""
     options = options or LayOptions()
     transcript = transcript if transcript is not None else Transcript("jrel")
     team = Team(llm, transcript, on_step, priority)
-    title, paper = paper_summary(manuscript, options.paper_words)
     paper_block = f"The paper{f' ({title})' if title else ''}:\n{paper}"
     result = LayArticle(title=title, keep=options.keep)
     total = options.iterations

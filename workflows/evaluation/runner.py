@@ -1,0 +1,177 @@
+"""Run a pipeline over evaluation examples: concurrently, resumably (finished examples are kept in a JSONL file
+and never recomputed), never stopping for one example's failure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from margin.workflows import readability
+from margin.workflows.feedback.pipeline import ReviewContext, ReviewOptions, review_paragraph
+from margin.workflows.feedback.types import Mode
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.types import Priority
+from margin.workflows.manuscript.markdown.parse import MarkdownProject
+from margin.workflows.manuscript.source import SourceFile
+from margin.workflows.rewrite import agentsimp, jrel, soms
+from margin.workflows.rewrite.types import Language
+
+from .datasets import AGENTSIMP, FEEDBACK, LAY, SOMS, Example
+
+log = logging.getLogger("margin.evaluation")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class EvalOptions:
+    soms: soms.SomsOptions = field(default_factory=soms.SomsOptions)
+    agentsimp: agentsimp.AgentSimpOptions = field(default_factory=agentsimp.AgentSimpOptions)
+    lay: jrel.LayOptions = field(default_factory=jrel.LayOptions)
+    review: ReviewOptions = field(default_factory=lambda: ReviewOptions(mode=Mode.FULL, min_words=1))
+    concurrency: int = 4  # examples in flight; the LLM layer's limiter bounds the requests
+
+
+class ResultStore:
+    """predictions.jsonl in the output folder: one finished example a line, appended and flushed as each one
+    ends, so a run that stops (or is stopped) resumes where it was."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "predictions.jsonl"
+        self.records: dict[str, dict[str, Any]] = {}
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short when a run was killed: that example runs again
+                if isinstance(record, dict) and "id" in record:
+                    self.records[str(record["id"])] = record
+
+    def done(self, identifier: str) -> bool:
+        return identifier in self.records
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.records[str(record["id"])] = record
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.flush()
+
+
+async def predict(method: str, example: Example, llm: LLMClient, options: EvalOptions) -> dict[str, Any]:
+    """One example through one pipeline: what it produced, its status and what else the metrics need."""
+    if method == SOMS:
+        rewrite = await soms.simplify_paragraph(
+            example.text("source"), Language.MARKDOWN, llm, options.soms, priority=Priority.BACKGROUND
+        )
+        return {"prediction": rewrite.text, "status": rewrite.status.value, "failures": rewrite.failures}
+    if method == AGENTSIMP:
+        paragraphs = example.texts("source")
+        rewrites = await agentsimp.simplify_document(
+            paragraphs,
+            Language.MARKDOWN,
+            llm,
+            options.agentsimp,
+            document="\n\n".join(paragraphs),
+            priority=Priority.BACKGROUND,
+        )
+        statuses = sorted({rewrite.status.value for rewrite in rewrites})
+        failures = [failure for rewrite in rewrites for failure in rewrite.failures]
+        return {
+            "prediction": "\n\n".join(rewrite.text for rewrite in rewrites),
+            "status": ",".join(statuses),
+            "failures": failures,
+        }
+    if method == LAY:
+        article = await jrel.write_lay_article_from(
+            example.text("title"), example.text("paper"), llm, options.lay, priority=Priority.BACKGROUND
+        )
+        return {
+            "prediction": article.text,
+            "status": "written" if article.ok else "failed",
+            "failures": article.failures,
+            "iterations": [
+                {"iteration": version.iteration, **_scores(version.scores)} for version in article.versions
+            ],
+            "kept": article.versions[article.chosen].iteration if article.ok else None,
+        }
+    if method == FEEDBACK:
+        return await _review(example, llm, options)
+    raise ValueError(f"unknown method {method!r}")
+
+
+def _scores(scores: readability.Readability) -> dict[str, float]:
+    return {"fkgl": scores.fkgl, "cli": scores.cli, "dcrs": scores.dcrs}
+
+
+async def _review(example: Example, llm: LLMClient, options: EvalOptions) -> dict[str, Any]:
+    """SWIF2T on the example's paragraph, with the rest of the paper (if given) as the manuscript around it."""
+    paragraph_text = " ".join(example.text("paragraph").split())
+    paper = example.text("paper").strip()
+    text = f"{paper}\n\n{paragraph_text}\n" if paper else f"{paragraph_text}\n"
+    manuscript = MarkdownProject().parse([SourceFile(f"untitled:eval/{example.id}.md", text)])
+    paragraph = next((p for p in reversed(manuscript.paragraphs) if p.text.strip() == paragraph_text), None)
+    if paragraph is None and manuscript.paragraphs:
+        paragraph = manuscript.paragraphs[-1]
+    if paragraph is None:
+        return {
+            "prediction": "",
+            "label": None,
+            "status": "failed",
+            "failures": ["the paragraph has no prose"],
+        }
+    context = await ReviewContext.build(manuscript)
+    review = await review_paragraph(paragraph, context, llm, options.review)
+    first = review.findings[0] if review.findings else None
+    return {
+        "prediction": first.review if first else "",
+        "label": first.label.value if first else None,
+        "findings": [{"quote": f.quote, "label": f.label.value, "review": f.review} for f in review.findings],
+        "status": "reviewed" if review.completed else "failed",
+        "failures": review.failures,
+    }
+
+
+async def run(
+    method: str,
+    examples: list[Example],
+    llm: LLMClient,
+    store: ResultStore,
+    options: EvalOptions | None = None,
+    progress: Progress | None = None,
+) -> int:
+    """Predict every example not already in `store`; returns how many ran now."""
+    options = options or EvalOptions()
+    todo = [example for example in examples if not store.done(example.id)]
+    total, finished = len(examples), len(examples) - len(todo)
+    if progress:
+        progress(finished, total)
+    gate = asyncio.Semaphore(max(1, options.concurrency))
+
+    async def one(example: Example) -> None:
+        nonlocal finished
+        async with gate:
+            started = time.perf_counter()
+            try:
+                result = await predict(method, example, llm, options)
+            except Exception as error:  # one example's bug must not end a long run; it is recorded instead
+                log.exception("example %s failed", example.id)
+                result = {
+                    "prediction": "",
+                    "status": "failed",
+                    "failures": [f"{type(error).__name__}: {error}"],
+                }
+            store.add({"id": example.id, **result, "seconds": round(time.perf_counter() - started, 3)})
+            finished += 1
+            if progress:
+                progress(finished, total)
+
+    await asyncio.gather(*(one(example) for example in todo))
+    return len(todo)
