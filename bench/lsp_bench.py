@@ -1,9 +1,15 @@
 """LSP latency benchmark over stdio: the real server, a real client, a real pipe.
 
-    python bench/lsp_bench.py FILE [--edits N] [--json]
+    python bench/lsp_bench.py FILE [--edits N] [--reviews-on-open] [--json]
 
 Prints open_to_diagnostics_ms (didOpen until the first publishDiagnostics, push client), and
 pull_after_edit_ms median and p95 (a one-character didChange, then textDocument/diagnostic, pull client).
+
+The server runs with margin.review.trigger "manual", so the figures are the editor path alone. With the server's
+default ("openAndSave") opening the file starts a review of it, which with no endpoint configured starts the
+embedded model (when installed) on every core while the edits are timed; --reviews-on-open measures that.
+The server's stderr is read and kept (its last lines are shown if it fails): pygls's client never reads it,
+and a server that writes more than a pipe's buffer there would block.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ import random
 import statistics
 import sys
 import time
+from collections import deque
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 SERVER = [sys.executable, "-m", "margin.server"]
+EDITOR_PATH_ONLY: dict[str, Any] = {"review": {"trigger": "manual"}}  # no focused feedback on open
 
 
 def _capabilities(pull: bool) -> types.ClientCapabilities:
@@ -31,7 +40,37 @@ def _capabilities(pull: bool) -> types.ClientCapabilities:
     return types.ClientCapabilities(text_document=text_document)
 
 
-async def _session(pull: bool) -> tuple[LanguageClient, asyncio.Queue[types.PublishDiagnosticsParams]]:
+class Session:
+    """A client connected to a server process over stdio, with the server's pid and the tail of its stderr."""
+
+    def __init__(
+        self, client: LanguageClient, published: asyncio.Queue[types.PublishDiagnosticsParams]
+    ) -> None:
+        self.client = client
+        self.published = published
+        self.stderr: deque[str] = deque(maxlen=40)
+        self._drain: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int:
+        process = self.client._server  # pygls keeps the asyncio subprocess here
+        assert process is not None
+        return int(process.pid)
+
+    def drain_stderr(self) -> None:
+        process = self.client._server
+        assert process is not None and process.stderr is not None
+        stream = process.stderr
+
+        async def drain() -> None:
+            while line := await stream.readline():
+                self.stderr.append(line.decode("utf-8", "replace").rstrip())
+
+        self._drain = asyncio.create_task(drain())
+
+
+async def open_session(pull: bool, settings: dict[str, Any] | None = EDITOR_PATH_ONLY) -> Session:
+    """Start the server and initialize it (initializationOptions: `settings`; None: the server's defaults)."""
     client = LanguageClient("margin-bench", "1")
     published: asyncio.Queue[types.PublishDiagnosticsParams] = asyncio.Queue()
 
@@ -43,16 +82,40 @@ async def _session(pull: bool) -> tuple[LanguageClient, asyncio.Queue[types.Publ
     def _on_log(params: types.LogMessageParams) -> None:
         pass
 
+    @client.feature(types.WINDOW_SHOW_MESSAGE)
+    def _on_show(params: types.ShowMessageParams) -> None:
+        pass
+
     await client.start_io(*SERVER)
-    await client.initialize_async(types.InitializeParams(capabilities=_capabilities(pull)))
+    session = Session(client, published)
+    session.drain_stderr()
+    await client.initialize_async(
+        types.InitializeParams(capabilities=_capabilities(pull), initialization_options=settings)
+    )
     client.initialized(types.InitializedParams())
-    return client, published
+    return session
 
 
-async def _close(client: LanguageClient) -> None:
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+async def close_session(session: Session, timeout: float = 30) -> None:
+    """shutdown, exit, and wait for the server to end (it is killed if it has not within `timeout`)."""
+    client = session.client
+    process = client._server
+    try:
+        await asyncio.wait_for(client.shutdown_async(None), timeout)
+        client.exit(None)
+        if process is not None:
+            await asyncio.wait_for(process.wait(), timeout)
+    except TimeoutError as error:
+        if process is not None and process.returncode is None:
+            process.kill()
+        tail = "\n".join(session.stderr)
+        raise RuntimeError(
+            f"the server did not exit within {timeout:g} s; its stderr ended:\n{tail}"
+        ) from error
+    finally:
+        await client.stop()
+        if session._drain is not None:
+            await asyncio.wait_for(session._drain, 5)
 
 
 def _open(client: LanguageClient, uri: str, text: str) -> None:
@@ -60,19 +123,22 @@ def _open(client: LanguageClient, uri: str, text: str) -> None:
     client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
 
 
-async def measure(path: Path, edits: int, seed: int = 11) -> dict[str, float | int | str]:
+async def measure(
+    path: Path, edits: int, seed: int = 11, settings: dict[str, Any] | None = EDITOR_PATH_ONLY
+) -> dict[str, float | int | str]:
     text = path.read_text(encoding="utf-8")
     uri = path.resolve().as_uri()
 
-    client, published = await _session(pull=False)
+    session = await open_session(pull=False, settings=settings)
     await asyncio.sleep(1.0)  # let the server finish warming up, as it has by the time a user opens a file
     started = time.perf_counter()
-    _open(client, uri, text)
-    first = await asyncio.wait_for(published.get(), timeout=30)
+    _open(session.client, uri, text)
+    first = await asyncio.wait_for(session.published.get(), timeout=30)
     open_ms = (time.perf_counter() - started) * 1000
-    await _close(client)
+    await close_session(session)
 
-    client, _ = await _session(pull=True)
+    session = await open_session(pull=True, settings=settings)
+    client = session.client
     _open(client, uri, text)
     identifier = types.TextDocumentIdentifier(uri=uri)
     await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
@@ -97,7 +163,7 @@ async def measure(path: Path, edits: int, seed: int = 11) -> dict[str, float | i
         await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
         timings.append((time.perf_counter() - started) * 1000)
         lines[line] = lines[line][:character] + "x" + lines[line][character:]
-    await _close(client)
+    await close_session(session)
     ordered = sorted(timings)
     return {
         "file": str(path),
@@ -115,9 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("file", type=Path)
     parser.add_argument("--edits", type=int, default=100)
+    parser.add_argument(
+        "--reviews-on-open",
+        action="store_true",
+        help="keep the server's default review trigger (a review starts when the file opens)",
+    )
     parser.add_argument("--json", action="store_true")
     arguments = parser.parse_args(argv)
-    result = asyncio.run(measure(arguments.file, arguments.edits))
+    settings = None if arguments.reviews_on_open else EDITOR_PATH_ONLY
+    result = asyncio.run(measure(arguments.file, arguments.edits, settings=settings))
     if arguments.json:
         print(json.dumps(result, indent=2))
     else:

@@ -289,23 +289,30 @@ def _check(mode: Mode, run: Run, count: int, label: str) -> list[str]:
     return problems
 
 
-async def bench_mode(setup: Setup, mode: Mode) -> tuple[dict[str, Any], list[str]]:
+async def bench_mode(setup: Setup, mode: Mode, cache_runs: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """One mode: concurrent, sequential and (if cache_runs) twice with the cache on. Returns (row, problems)."""
     options = ReviewOptions(mode=mode)
     count = len(setup.paragraphs)
     _progress(f"{mode.value}: concurrent")
     concurrent = await concurrent_run(setup, options)
     _progress(f"{mode.value}: sequential")
     sequential = await sequential_run(setup, options)
-    _progress(f"{mode.value}: cache on, twice")
-    with tempfile.TemporaryDirectory(prefix="margin-review-bench-") as folder:
-        cache_path = Path(folder) / "llm-cache.sqlite3"
-        first = await concurrent_run(setup, options, cache_path)
-        cached = await concurrent_run(setup, options, cache_path)
+    cache_problems: list[str] = []
+    cached: Run | None = None
+    if cache_runs:
+        _progress(f"{mode.value}: cache on, twice")
+        with tempfile.TemporaryDirectory(prefix="margin-review-bench-") as folder:
+            cache_path = Path(folder) / "llm-cache.sqlite3"
+            first = await concurrent_run(setup, options, cache_path)
+            cached = await concurrent_run(setup, options, cache_path)
+        cache_problems = [
+            *_check(mode, first, count, "cache first run"),
+            *_check(mode, cached, count, "cache second run"),
+        ]
     problems = [
         *_check(mode, concurrent, count, "concurrent"),
         *_check(mode, sequential, count, "sequential"),
-        *_check(mode, first, count, "cache first run"),
-        *_check(mode, cached, count, "cache second run"),
+        *cache_problems,
     ]
     usage = concurrent.usage
     if (usage.calls, usage.requests) != (sequential.usage.calls, sequential.usage.requests):
@@ -317,6 +324,10 @@ async def bench_mode(setup: Setup, mode: Mode) -> tuple[dict[str, Any], list[str
     row: dict[str, Any] = {
         "mode": mode.value,
         "paragraphs": count,
+        "calls": usage.calls,
+        "requests": usage.requests,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
         "calls_per_para": _per(usage.calls, count),
         "requests_per_para": _per(usage.requests, count),
         "prompt_tok_per_para": _per(usage.prompt_tokens, count),
@@ -329,9 +340,9 @@ async def bench_mode(setup: Setup, mode: Mode) -> tuple[dict[str, Any], list[str
         "loop_cpu_s_concurrent": round(concurrent.loop_cpu_seconds, 2),
         "loop_cpu_s_sequential": round(sequential.loop_cpu_seconds, 2),
         "peak_in_flight": concurrent.peak_in_flight,
-        "cached_rerun_requests": cached.usage.requests,
-        "cached_rerun_hits": cached.usage.cache_hits,
-        "wall_s_cached_rerun": round(cached.wall_seconds, 2),
+        "cached_rerun_requests": cached.usage.requests if cached else None,
+        "cached_rerun_hits": cached.usage.cache_hits if cached else None,
+        "wall_s_cached_rerun": round(cached.wall_seconds, 2) if cached else None,
         "calls_by_role": {role: counts["calls"] for role, counts in sorted(usage.by_role.items())},
     }
     return row, problems

@@ -8,7 +8,7 @@ import multiprocessing
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from multiprocessing.connection import Connection
-from typing import Protocol
+from typing import Any, Protocol
 
 from margin.workflows.llm.scripted_endpoint import Rule, ScriptedEndpoint
 
@@ -34,10 +34,28 @@ class StandIn(Protocol):
         """The most requests in flight at once since the last call."""
         ...
 
+    def take_requests(self) -> dict[str, int]:
+        """The HTTP requests the endpoint received since the last call: {"chat": POST /chat/completions,
+        "models": GET /models, "other": anything else}."""
+        ...
+
 
 class _InThread:
     def __init__(self, endpoint: ScriptedEndpoint) -> None:
         self.endpoint = endpoint
+        self._seen = 0  # requests already counted (the endpoint records POSTs only; GETs are counted here)
+        self._gets = {"models": 0, "other": 0}
+        handler = endpoint._server.RequestHandlerClass if endpoint._server is not None else None
+        assert handler is not None, "start the endpoint first"
+        answer_get = handler.do_GET
+        gets, lock = self._gets, endpoint._lock
+
+        def do_get(request_handler: Any) -> None:
+            with lock:
+                gets["models" if request_handler.path.rstrip("/").endswith("/models") else "other"] += 1
+            answer_get(request_handler)
+
+        handler.do_GET = do_get  # this endpoint's own handler class only
 
     @property
     def base_url(self) -> str:
@@ -47,6 +65,15 @@ class _InThread:
         with self.endpoint._lock:
             peak, self.endpoint.max_in_flight = self.endpoint.max_in_flight, 0
         return peak
+
+    def take_requests(self) -> dict[str, int]:
+        with self.endpoint._lock:
+            posts = self.endpoint.requests[self._seen :]
+            self._seen = len(self.endpoint.requests)
+            models, other = self._gets["models"], self._gets["other"]
+            self._gets.update(models=0, other=0)
+        chat = sum(1 for request in posts if request.path.rstrip("/").endswith("/chat/completions"))
+        return {"chat": chat, "models": models, "other": other + len(posts) - chat}
 
 
 def _start(latency: float, concurrency: int, rules: str) -> ScriptedEndpoint:
@@ -69,9 +96,12 @@ def _serve(connection: Connection, latency: float, concurrency: int, rules: str)
                 command = connection.recv()
             except EOFError:
                 break
-            if command != "peak":
+            if command == "peak":
+                connection.send(served.take_peak())
+            elif command == "requests":
+                connection.send(served.take_requests())
+            else:
                 break
-            connection.send(served.take_peak())
     finally:
         endpoint.stop()
 
@@ -94,6 +124,10 @@ class _InProcess:
     def take_peak(self) -> int:
         self._connection.send("peak")
         return int(self._connection.recv())
+
+    def take_requests(self) -> dict[str, int]:
+        self._connection.send("requests")
+        return dict(self._connection.recv())
 
     def stop(self) -> None:
         with suppress(OSError):

@@ -118,6 +118,23 @@ class MarginServer(LanguageServer):
         self.reviews = ReviewCoordinator(self)
         self.rewrites = RewriteCoordinator(self)
 
+    _reporting_error = False
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls shows out-of-band errors in the editor; sending that message can itself fail (the client went
+        away, stdout is closed) and pygls would report that failure again, recursively, flooding stderr and
+        blocking the exit. One report at a time, and only to stderr while one is being sent."""
+        if self._reporting_error:
+            log.error("while reporting an error: %s", error)
+            return
+        self._reporting_error = True
+        try:
+            super().report_server_error(error, source)
+        except Exception as failure:
+            log.error("cannot show the error %s in the editor: %s", error, failure)
+        finally:
+            self._reporting_error = False
+
     # -- client facts -------------------------------------------------------------------------------------------
 
     def _document_text(self, uri: str) -> tuple[str, int | None] | None:
