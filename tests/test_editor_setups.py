@@ -112,7 +112,11 @@ def read_forms(text: str) -> list[object]:
 def test_the_emacs_snippet_reads_as_balanced_forms_that_register_margin() -> None:
     [block] = code_blocks("elisp")
     forms = read_forms(block)
-    assert [item[0] for item in forms if isinstance(item, list)] == ["with-eval-after-load", "add-hook", "add-hook"]
+    assert [item[0] for item in forms if isinstance(item, list)] == [
+        "with-eval-after-load",
+        "add-hook",
+        "add-hook",
+    ]
     assert '"margin"' in block and '"serve"' in block
     with pytest.raises(SyntaxError):
         read_forms(block + ")")  # the reader does catch imbalance

@@ -32,4 +32,6 @@ def test_an_error_that_cannot_be_sent_is_reported_once(caplog: pytest.LogCapture
     server.report_server_error(RuntimeError("boom"), None)
 
     assert len(sends) == 1  # the showMessage; its failure is not reported to the editor again
-    assert "cannot show the error boom in the editor" in caplog.text or "while reporting an error" in caplog.text
+    assert (
+        "cannot show the error boom in the editor" in caplog.text or "while reporting an error" in caplog.text
+    )
