@@ -6,7 +6,9 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 from margin.workflows.manuscript.loader import ManuscriptLoader
 from margin.workflows.manuscript.model import Manuscript
@@ -19,6 +21,7 @@ from .render import CheckedParagraph, as_json, as_text, check, render_doctor
 from .settings import Settings, parse_settings
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, EXIT_NO_MODEL = 0, 1, 2, 3
+T = TypeVar("T")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -107,58 +110,47 @@ def _settings(arguments: argparse.Namespace) -> Settings:
     return settings
 
 
-def _review(arguments: argparse.Namespace) -> int:
+def _with_models(work: Coroutine[Any, Any, T]) -> T:
+    """Run a command that calls models; the embedded model server, if it had to start, stops with the command."""
     from margin.workflows.llm.embedded import stop_shared_server
 
-    from .review_cli import run_review
-
-    settings = _settings(arguments)
     try:
-        return asyncio.run(run_review(arguments, settings))
+        return asyncio.run(work)
     finally:
         stop_shared_server()
 
 
-def _rewrite(arguments: argparse.Namespace) -> int:
-    from margin.workflows.llm.embedded import stop_shared_server
+def _review(arguments: argparse.Namespace) -> int:
+    from .review_cli import run_review
 
+    return _with_models(run_review(arguments, _settings(arguments)))
+
+
+def _rewrite(arguments: argparse.Namespace) -> int:
     from .rewrite_cli import run_lay, run_simplify
 
     settings = _settings(arguments)
     if getattr(arguments, "iterations", None) is not None and not 0 <= arguments.iterations <= 10:
         raise UsageError("--iterations must be from 0 to 10")
     try:
-        return asyncio.run(
+        return _with_models(
             (run_simplify if arguments.command == "simplify" else run_lay)(arguments, settings)
         )
     except FileExistsError as error:
         print(f"margin: {error}", file=sys.stderr)
         return EXIT_USAGE
-    finally:
-        stop_shared_server()
 
 
 def _evaluate(arguments: argparse.Namespace) -> int:
-    from margin.workflows.llm.embedded import stop_shared_server
-
     from .eval_cli import run_eval
 
-    settings = _settings(arguments)
-    try:
-        return asyncio.run(run_eval(arguments, settings))
-    finally:
-        stop_shared_server()
+    return _with_models(run_eval(arguments, _settings(arguments)))
 
 
 def _doctor(arguments: argparse.Namespace) -> int:
     from margin.workflows.llm.doctor import diagnose
-    from margin.workflows.llm.embedded import stop_shared_server
 
-    settings = _settings(arguments)
-    try:
-        report = asyncio.run(diagnose(settings.llm_config()))
-    finally:
-        stop_shared_server()
+    report = _with_models(diagnose(_settings(arguments).llm_config()))
     print(render_doctor(report))
     if not report.ok:
         reason = report.endpoints[0].error if report.endpoints else "no endpoint configured"

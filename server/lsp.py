@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,6 +29,8 @@ from .rewrites import RewriteCoordinator
 from .settings import DEFAULTS, SECTION, Settings, parse_settings
 
 log = logging.getLogger(f"{logs.LOGGER_NAME}.lsp")
+
+Handler = Callable[..., Awaitable[Any]]
 
 _LOG_TYPES = {
     logging.ERROR: types.MessageType.Error,
@@ -478,10 +481,9 @@ async def on_code_action(ls: MarginServer, params: types.CodeActionParams) -> li
                     command=types.Command(title=title, command=command, arguments=[uri]),
                 )
             )
+    # The client may ask for some kinds only (e.g. quick fixes for a diagnostic); kinds are hierarchical.
     only = params.context.only
-    if (
-        only
-    ):  # the client asked for some kinds only (e.g. quick fixes for a diagnostic); kinds are hierarchical
+    if only:
         wanted = [_kind(kind) for kind in only]
         actions = [
             action
@@ -495,39 +497,49 @@ def _kind(kind: object) -> str:
     return str(getattr(kind, "value", kind))
 
 
-@server.command(REVIEW_PARAGRAPH)
+def cancellable_command(name: str) -> Callable[[Handler], Handler]:
+    """server.command for long-running commands: $/cancelRequest of the request cancels the handler's task."""
+
+    def register(handler: Handler) -> Handler:
+        @functools.wraps(handler)  # pygls reads the handler's parameters to convert the arguments
+        async def run(ls: MarginServer, *arguments: Any) -> Any:
+            with ls.protocol.cancellable_command():
+                return await handler(ls, *arguments)
+
+        server.command(name)(run)
+        return handler
+
+    return register
+
+
+@cancellable_command(REVIEW_PARAGRAPH)
 async def review_paragraph_command(ls: MarginServer, uri: str, line: int, character: int) -> dict[str, int]:
     manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
     paragraph = manuscript.paragraph_at(uri, Position(line, character)) if manuscript else None
     if paragraph is None:
         ls.tell_user("there is no paragraph to review at that position", types.MessageType.Info)
         return {"reviewed": 0}
-    with ls.protocol.cancellable_command():
-        return {"reviewed": await ls.reviews.review(uri, [paragraph], interactive=True)}
+    return {"reviewed": await ls.reviews.review(uri, [paragraph], interactive=True)}
 
 
-@server.command(REVIEW_DOCUMENT)
+@cancellable_command(REVIEW_DOCUMENT)
 async def review_document_command(ls: MarginServer, uri: str) -> dict[str, int]:
-    with ls.protocol.cancellable_command():
-        return {"reviewed": await ls.reviews.review(uri, interactive=True)}
+    return {"reviewed": await ls.reviews.review(uri, interactive=True)}
 
 
-@server.command(SIMPLIFY_PARAGRAPH)
+@cancellable_command(SIMPLIFY_PARAGRAPH)
 async def simplify_paragraph_command(ls: MarginServer, uri: str, line: int, character: int) -> dict[str, Any]:
-    with ls.protocol.cancellable_command():
-        return (await ls.rewrites.simplify_paragraph(uri, line, character)).to_json()
+    return (await ls.rewrites.simplify_paragraph(uri, line, character)).to_json()
 
 
-@server.command(SIMPLIFY_DOCUMENT)
+@cancellable_command(SIMPLIFY_DOCUMENT)
 async def simplify_document_command(ls: MarginServer, uri: str) -> dict[str, Any]:
-    with ls.protocol.cancellable_command():
-        return (await ls.rewrites.simplify_document(uri)).to_json()
+    return (await ls.rewrites.simplify_document(uri)).to_json()
 
 
-@server.command(LAY_ARTICLE)
+@cancellable_command(LAY_ARTICLE)
 async def lay_article_command(ls: MarginServer, uri: str) -> dict[str, Any]:
-    with ls.protocol.cancellable_command():
-        return (await ls.rewrites.lay_article(uri)).to_json()
+    return (await ls.rewrites.lay_article(uri)).to_json()
 
 
 @server.command(STATUS)
