@@ -175,6 +175,88 @@ async def measure(
     }
 
 
+# -- with default settings: the first open right after `initialized`, and edits while models review ------------
+
+STATUS = "margin.status"
+DEAD_ENDPOINT = "http://127.0.0.1:9/v1"  # nothing listens on the discard port: "no model answers"
+
+
+async def status_of(client: LanguageClient) -> dict[str, Any]:
+    return dict(
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(command=STATUS, arguments=[]))
+    )
+
+
+async def first_open_ms(path: Path, settings: dict[str, Any] | None = None) -> float:
+    """didOpen sent right after `initialized`, as editors do, until the first publishDiagnostics (push)."""
+    text = path.read_text(encoding="utf-8")
+    session = await open_session(pull=False, settings=settings)
+    started = time.perf_counter()
+    _open(session.client, path.resolve().as_uri(), text)
+    await asyncio.wait_for(session.published.get(), timeout=60)
+    elapsed = (time.perf_counter() - started) * 1000
+    await close_session(session)
+    return elapsed
+
+
+async def pulls_while_reviewing(
+    path: Path, settings: dict[str, Any] | None, edits: int, save_first: bool = False, seed: int = 11
+) -> dict[str, Any]:
+    """Open (pull client), optionally save (the embedded model's default trigger), wait until reviews run if
+    any will, then time one-character edits each followed by a pull. Returns the timings and what the server's
+    status said before and after the edits (reviews running, the problem it reports)."""
+    text = path.read_text(encoding="utf-8")
+    uri = path.resolve().as_uri()
+    session = await open_session(pull=True, settings=settings)
+    client = session.client
+    _open(client, uri, text)
+    identifier = types.TextDocumentIdentifier(uri=uri)
+    await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
+    if save_first:
+        client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=identifier))
+    before: dict[str, Any] = {}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # until reviews run, the server says why they cannot, or 90 s
+        before = await status_of(client)
+        if before["reviews"] or before.get("problem"):
+            break
+        await asyncio.sleep(0.5)
+    lines = text.splitlines()
+    prose = [number for number, line in enumerate(lines) if line[:1].isalpha()]
+    rng = random.Random(seed)
+    timings: list[float] = []
+    for version in range(2, edits + 2):
+        line = rng.choice(prose)
+        character = rng.randrange(len(lines[line]))
+        position = types.Position(line=line, character=character)
+        started = time.perf_counter()
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=position, end=position), text="x"
+                    )
+                ],
+            )
+        )
+        await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
+        timings.append((time.perf_counter() - started) * 1000)
+        lines[line] = lines[line][:character] + "x" + lines[line][character:]
+        await asyncio.sleep(0.05)  # a fast typist: twenty keystrokes a second
+    after = await status_of(client)
+    await close_session(session)
+    ordered = sorted(timings)
+    return {
+        "pull_after_edit_ms_median": round(statistics.median(timings), 1),
+        "pull_after_edit_ms_p95": round(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))], 1),
+        "reviews_running_before": before.get("reviews", 0),
+        "reviews_running_after": after.get("reviews", 0),
+        "endpoints": [endpoint["url"] for endpoint in after.get("endpoints", [])],
+        "problem": after.get("problem"),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -3,25 +3,54 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from margin.workflows.manuscript.loader import ManuscriptLoader
-from margin.workflows.manuscript.model import Manuscript
-from margin.workflows.manuscript.source import UnreadableFile
-from margin.workflows.manuscript.sources import SourceProvider
-from margin.workflows.readability import ReadabilityCache
+# Every command starts here, so this module imports only what parsing arguments and settings needs; each command
+# imports its own work (the parsers for `check`, the pipelines and the OpenAI client for the model commands,
+# pygls for `serve`) when it runs.
+from . import exit_status
+from .render import render_doctor  # light: the LLM layer's report type is only a type there
+from .settings import parse_settings
 
-from . import __version__
-from .render import CheckedParagraph, as_json, as_text, check, render_doctor
-from .settings import Settings, parse_settings
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
 
-EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, EXIT_NO_MODEL = 0, 1, 2, 3
+    from margin.workflows.manuscript.model import Manuscript
+
+    from .render import CheckedParagraph
+    from .settings import Settings
+
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, EXIT_NO_MODEL = (
+    exit_status.OK,
+    exit_status.UNREADABLE,
+    exit_status.USAGE,
+    exit_status.NO_MODEL,
+)
 T = TypeVar("T")
+
+
+class _Version(argparse.Action):
+    """`--version`, with the version read from package metadata only when asked (see margin.server)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "show program's version number and exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from . import __version__
+
+        print(f"margin {__version__}")
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="margin",
         description="A careful scientific reviewer and a science journalist for your manuscript.",
     )
-    parser.add_argument("--version", action="version", version=f"margin {__version__}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check_command = commands.add_parser("check", help="readability of every paragraph, no model needed")
@@ -54,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     review.add_argument("--literature", type=Path, action="append", default=[], help="folder of PDFs to read")
     _llm_options(review)
 
-    from .eval_cli import add_command as add_eval
+    from .eval_cli import add_command as add_eval  # light: the pipelines are imported when a command runs
     from .rewrite_cli import add_commands
 
     add_commands(commands, _llm_options)
@@ -112,6 +141,8 @@ def _settings(arguments: argparse.Namespace) -> Settings:
 
 def _with_models(work: Coroutine[Any, Any, T]) -> T:
     """Run a command that calls models; the embedded model server, if it had to start, stops with the command."""
+    import asyncio  # not at the top: it imports ssl, which `check` and `--version` do not need
+
     from margin.workflows.llm.embedded import stop_shared_server
 
     try:
@@ -160,6 +191,14 @@ def _doctor(arguments: argparse.Namespace) -> int:
 
 
 def _check(arguments: argparse.Namespace) -> int:
+    # The manuscript parsers and the readability scorer: what `check` needs, and nothing of the LSP or models.
+    from margin.workflows.manuscript.loader import ManuscriptLoader
+    from margin.workflows.manuscript.source import UnreadableFile
+    from margin.workflows.manuscript.sources import SourceProvider
+    from margin.workflows.readability import ReadabilityCache
+
+    from .render import as_json, as_text, check
+
     settings = _settings(arguments)
     loader = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes))
     scores = ReadabilityCache()

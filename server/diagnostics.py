@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
-from margin.workflows.manuscript.model import Manuscript, Paragraph, Problem, Severity
-from margin.workflows.manuscript.source import Range, normalize_uri
-from margin.workflows.readability import Readability, ReadabilityCache
+from margin.workflows.manuscript.model import Severity
+from margin.workflows.manuscript.source import normalize_uri
 
-from .settings import Settings
+from .render import is_hard_to_read  # shared with `margin check`, which must not import lsprotocol
+
+if TYPE_CHECKING:
+    from margin.workflows.manuscript.model import Manuscript, Paragraph, Problem
+    from margin.workflows.manuscript.source import Range
+    from margin.workflows.readability import Readability, ReadabilityCache
+
+    from .settings import Settings
 
 SOURCE = "margin"
 READABILITY_CODE = "readability"
@@ -25,10 +33,6 @@ def lsp_range(value: Range) -> types.Range:
         start=types.Position(line=value.start.line, character=value.start.character),
         end=types.Position(line=value.end.line, character=value.end.character),
     )
-
-
-def is_hard_to_read(scores: Readability, settings: Settings) -> bool:
-    return scores.words >= settings.readability_min_words and scores.fkgl > settings.readability_threshold
 
 
 def readability_message(scores: Readability, settings: Settings) -> str:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from margin.workflows.evaluation.datasets import METHODS, DatasetError, load_examples
-from margin.workflows.llm.client import LLMClient
 
-from .settings import Settings
+from . import exit_status
 
-EXIT_OK, EXIT_USAGE, EXIT_MISSING = 0, 2, 5
+if TYPE_CHECKING:
+    from .settings import Settings
+
+EXIT_OK, EXIT_USAGE, EXIT_MISSING = exit_status.OK, exit_status.USAGE, exit_status.MISSING_DATA
 EVAL_EXTRA_HINT = "pip install 'margin[eval]'"
 
 
@@ -80,6 +83,8 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
         lay=settings.lay_options(),
         concurrency=arguments.concurrency or config.default.max_concurrency,
     )
+    from margin.workflows.llm.client import LLMClient
+
     llm = LLMClient(config)
     try:
         with llm.measure() as usage:
@@ -103,4 +108,12 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
         f"results in {folder}",
         file=sys.stderr,
     )
-    return EXIT_OK
+    failed = [example.id for example in examples if not store.done(example.id)]
+    if failed:
+        print(
+            f"margin: {len(failed)} of {len(examples)} example(s) failed and are not scored; run the same "
+            "command again to retry them",
+            file=sys.stderr,
+        )
+    status = exit_status.model_status(usage)
+    return status if status != EXIT_OK or not failed else exit_status.MODEL_CALLS_FAILED

@@ -396,6 +396,7 @@ async def on_hover(ls: MarginServer, params: types.HoverParams) -> types.Hover |
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def on_configuration(ls: MarginServer, params: types.DidChangeConfigurationParams) -> None:
     ls.forget_settings()
+    ls.reviews.retry_now()  # new settings may have fixed the endpoint
     if params.settings is not None and not ls.client_has_configuration:
         ls.apply_global_settings(params.settings)
     await ls.refresh_all()
@@ -551,6 +552,7 @@ async def status_command(ls: MarginServer) -> dict[str, Any]:
         "endpoints": ls.reviews.endpoints_in_use(),
         "reviews": sum(not task.done() for task in ls.reviews.tasks.values()),
         "rewrites": len(ls.rewrites.running),
+        "problem": ls.reviews.problem(),  # why models cannot run now (nothing answers, a crash), or None
     }
 
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from margin.workflows.llm.doctor import DoctorReport
-from margin.workflows.manuscript.model import Manuscript, Paragraph
 from margin.workflows.manuscript.source import uri_to_path
-from margin.workflows.readability import Readability, ReadabilityCache, document_score
 
-from .diagnostics import is_hard_to_read
-from .settings import Settings
+# The CLI imports this module for every command: the readability scorer (textstat) is imported where text is
+# scored, and the LLM layer's report type (which imports the OpenAI client) is only a type here.
+if TYPE_CHECKING:
+    from margin.workflows.llm.doctor import DoctorReport
+    from margin.workflows.manuscript.model import Manuscript, Paragraph
+    from margin.workflows.readability import Readability, ReadabilityCache
+
+    from .settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +24,11 @@ class CheckedParagraph:
     paragraph: Paragraph
     scores: Readability
     flagged: bool
+
+
+def is_hard_to_read(scores: Readability, settings: Settings) -> bool:
+    """The rule for flagging a paragraph, in `margin check` and in the editor's diagnostics alike."""
+    return scores.words >= settings.readability_min_words and scores.fkgl > settings.readability_threshold
 
 
 def check(manuscript: Manuscript, settings: Settings, scores: ReadabilityCache) -> list[CheckedParagraph]:
@@ -64,6 +73,8 @@ def paragraph_json(item: CheckedParagraph) -> dict[str, object]:
 
 
 def as_json(results: list[tuple[Manuscript, list[CheckedParagraph]]], errors: list[str]) -> str:
+    from margin.workflows.readability import document_score
+
     paragraphs = [paragraph_json(item) for _, items in results for item in items]
     documents = []
     for manuscript, items in results:
@@ -97,6 +108,8 @@ def _excerpt(text: str, width: int = 72) -> str:
 
 
 def as_text(manuscript: Manuscript, items: list[CheckedParagraph], settings: Settings) -> str:
+    from margin.workflows.readability import document_score
+
     lines: list[str] = []
     title = manuscript.title or (
         manuscript.files[0].display_name if manuscript.files else manuscript.root_uri

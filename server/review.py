@@ -18,22 +18,30 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from margin.workflows.feedback.dismissals import DismissalStore, dismissal_key
-from margin.workflows.feedback.literature import Literature, WebSearch
-from margin.workflows.feedback.pipeline import ReviewContext, review_paragraph, reviewable
 from margin.workflows.feedback.types import Finding, ParagraphReview, Source
-from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.config import INSTALL_HINT, EndpointKind
 from margin.workflows.llm.types import Priority
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 from margin.workflows.manuscript.source import normalize_uri, uri_to_path
 
+from . import pipelines
 from .diagnostics import SOURCE, lsp_range
 from .progress import Progress
-from .settings import Settings
 
 if TYPE_CHECKING:
+    from margin.workflows.feedback.literature import Literature
+    from margin.workflows.llm.client import LLMClient
+
     from .lsp import MarginServer
+    from .settings import Settings
 
 log = logging.getLogger("margin.review")
+
+NO_MODEL_MESSAGE = (
+    "no model for focused feedback: nothing answers at http://localhost:8000/v1 and the embedded model is not "
+    "installed. Readability works without one. For feedback, start a model server (for example `vllm serve "
+    f"MODEL`) and set margin.llm.endpoint to it, or install the embedded model with `{INSTALL_HINT}`."
+)
 
 _SEVERITY = {
     "error": types.DiagnosticSeverity.Error,
@@ -61,17 +69,52 @@ class ReviewCoordinator:
         self._runs: set[asyncio.Task[None]] = set()
         self._clients: dict[str, LLMClient] = {}
         self._stores: dict[Path, DismissalStore] = {}
+        self._announced: set[str] = set()
+        self._no_model: str | None = None
 
     # -- resources ----------------------------------------------------------------------------------------------
 
-    def llm(self, settings: Settings) -> LLMClient:
-        """One client per distinct LLM configuration (folders may differ); a client in use is never closed."""
+    def llm(self, settings: Settings, asked: bool = False) -> LLMClient:
+        """One client per distinct LLM configuration (folders may differ); a client in use is never closed.
+        `asked`: the user asked for this work, so endpoints found dead are tried again now. Only after
+        `pipelines.ready()`."""
+        from margin.workflows.llm.client import LLMClient
+
         config = settings.llm_config()
         key = repr(config)
         client = self._clients.get(key)
         if client is None:
             client = self._clients[key] = LLMClient(config)
+        if asked:
+            client.retry_now()
+            self._announced.clear()
         return client
+
+    def retry_now(self) -> None:
+        """Settings changed: try every endpoint again, and say again what is wrong if it still is."""
+        for client in self._clients.values():
+            client.retry_now()
+        self._announced.clear()
+
+    def problem(self) -> str | None:
+        """Why focused feedback cannot run now, if it cannot (for the status): the latest outage."""
+        latest = max(
+            (outage for client in self._clients.values() for outage in client.pool.current_outages()),
+            key=lambda outage: outage.until,
+            default=None,
+        )
+        return latest.error.message if latest is not None else self._no_model
+
+    def _announce(self, message: str) -> None:
+        """Tell the user once what stops the models, instead of a message per paragraph."""
+        if message in self._announced:
+            return
+        self._announced.add(message)
+        self.server.tell_user(message, types.MessageType.Error)
+
+    def _announce_outages(self, client: LLMClient) -> None:
+        for outage in client.pool.current_outages():
+            self._announce(f"focused feedback stopped: {outage.error.message}")
 
     def endpoints_in_use(self) -> list[dict[str, str | None]]:
         """The endpoints the LLM clients have resolved so far, with their model and structured-output mode."""
@@ -112,6 +155,8 @@ class ReviewCoordinator:
         return self._stores.setdefault(folder, DismissalStore(folder))
 
     async def _literature(self, manuscript: Manuscript, settings: Settings, uri: str) -> Literature:
+        from margin.workflows.feedback.literature import Literature, WebSearch
+
         base = uri_to_path(uri)
         folders = []
         for entry in settings.values["review.literatureFolders"]:
@@ -131,7 +176,19 @@ class ReviewCoordinator:
     async def _maybe_review(self, uri: str, reason: str) -> None:
         settings = await self.server.settings_for(uri)
         trigger = settings.values["review.trigger"]
-        if trigger == "manual" or (trigger == "save" and reason != "save"):
+        if trigger == "manual":
+            return
+        await pipelines.ready()
+        client = self.llm(settings)
+        if client.pool.outage(client.config.default.base_url) is not None:
+            return  # already said; a command, new settings or the retry timer try again
+        kind = await client.pool.kind_of(client.config.default)
+        if kind is EndpointKind.NONE:
+            self._no_model = NO_MODEL_MESSAGE
+            self._announce(NO_MODEL_MESSAGE)
+            return
+        self._no_model = None
+        if settings.review_trigger(kind) == "save" and reason != "save":
             return
         await self.review(uri)
 
@@ -159,12 +216,17 @@ class ReviewCoordinator:
         self, uri: str, only: Iterable[Paragraph] | None = None, interactive: bool = False
     ) -> int:
         """Review the document's reviewable paragraphs that have no result yet (or `only` those); return how
-        many reviews ran. Shows progress; cancelling the progress cancels the reviews."""
+        many were reviewed (the reviewer answered). Shows progress; cancelling the progress cancels the
+        reviews."""
+        await pipelines.ready()
+        from margin.workflows.feedback.pipeline import ReviewContext, review_paragraph, reviewable
+
         settings = await self.server.settings_for(uri)
         manuscript = await self.server.manuscript(uri, settings)
         if manuscript is None:
             return 0
-        options = settings.review_options()
+        llm = self.llm(settings, asked=interactive)
+        options = settings.review_options(await llm.pool.kind_of(llm.config.default))
         options.priority = Priority.INTERACTIVE if interactive else Priority.BACKGROUND
         key = normalize_uri(uri)
         candidates = (
@@ -184,7 +246,6 @@ class ReviewCoordinator:
         )  # identical paragraphs share one review
         if not todo:
             return 0
-        llm = self.llm(settings)
         context = await ReviewContext.build(manuscript, await self._literature(manuscript, settings, uri))
         tasks = []
         for paragraph in todo:
@@ -192,10 +253,13 @@ class ReviewCoordinator:
             self.tasks[paragraph.id] = task
             self.task_uri[paragraph.id] = key
             tasks.append((paragraph, task))
-        await self._follow(uri, tasks)
-        return len(tasks)
+        return await self._follow(uri, tasks, llm)
 
-    async def _follow(self, uri: str, tasks: list[tuple[Paragraph, asyncio.Task[ParagraphReview]]]) -> None:
+    async def _follow(
+        self, uri: str, tasks: list[tuple[Paragraph, asyncio.Task[ParagraphReview]]], llm: LLMClient
+    ) -> int:
+        """Wait for the reviews, publishing as each one ends; return how many completed (the reviewer
+        answered)."""
         total = len(tasks)
         progress = Progress(self.server, "review")
         await progress.begin(f"Reviewing 0/{total} paragraphs", lambda: [task.cancel() for _, task in tasks])
@@ -215,7 +279,8 @@ class ReviewCoordinator:
                 done += 1
                 if result is not None:
                     for failure in result.failures:
-                        log.info("review of %s: %s", result.paragraph_id, failure)
+                        log.debug("review of %s: %s", result.paragraph_id, failure)
+                    self._announce_outages(llm)
                     if result.completed:  # a review whose reviewer failed is tried again next time
                         completed += 1
                         self.results[result.paragraph_id] = result
@@ -228,6 +293,7 @@ class ReviewCoordinator:
                     del self.tasks[paragraph.id]
                     self.task_uri.pop(paragraph.id, None)
             progress.end(f"Reviewed {completed}/{total} paragraphs")
+        return completed
 
     # -- showing ------------------------------------------------------------------------------------------------
 

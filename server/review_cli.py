@@ -17,11 +17,10 @@ from margin.workflows.manuscript.model import Manuscript
 from margin.workflows.manuscript.source import UnreadableFile
 from margin.workflows.manuscript.sources import SourceProvider
 
+from . import exit_status
 from .render import relative_file
 from .sarif import sarif_log
 from .settings import Settings
-
-EXIT_OK, EXIT_UNREADABLE = 0, 1
 
 
 class ProgressBar:
@@ -70,7 +69,9 @@ def finding_records(manuscript: Manuscript, reviews: list[ParagraphReview]) -> l
     return records
 
 
-def as_text(records: list[dict[str, Any]], reviewed: int) -> str:
+def as_text(
+    records: list[dict[str, Any]], reviewed: int, unreviewed: int = 0, seconds: float | None = None
+) -> str:
     lines = []
     for record in records:
         start = record["range"]["start"]
@@ -78,20 +79,25 @@ def as_text(records: list[dict[str, Any]], reviewed: int) -> str:
             f"{record['file']}:{start['line'] + 1}:{start['character'] + 1}: {record['label']}: {record['review']}"
         )
         lines.append(f"    “{record['quote']}”")
-    lines.append(f"{len(records)} finding(s) in {reviewed} reviewed paragraph(s)")
+    summary = f"{len(records)} finding(s) in {reviewed} reviewed paragraph(s)"
+    if unreviewed:
+        summary += f"; {unreviewed} paragraph(s) could not be reviewed"
+    if seconds is not None:
+        summary += f" ({seconds:.0f} s)"
+    lines.append(summary)
     return "\n".join(lines)
 
 
 async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
-    options = settings.review_options()
-    if arguments.mode:
-        options.mode = Mode(arguments.mode)
     loader = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes))
     llm = LLMClient(settings.llm_config())
+    # review.mode "auto": fast on the embedded model, full on a model server
+    options = settings.review_options(await llm.pool.kind_of(llm.config.default))
+    if arguments.mode:
+        options.mode = Mode(arguments.mode)
     records: list[dict[str, Any]] = []
-    failures: list[str] = []
-    reviewed = 0
-    status = EXIT_OK
+    reviewed = unreviewed = 0
+    status = exit_status.OK
     try:
         with llm.measure() as usage:
             for path in arguments.files:
@@ -99,7 +105,7 @@ async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
                     manuscript, warnings = loader.load_path(path)
                 except UnreadableFile as error:
                     print(f"margin: {error}", file=sys.stderr)
-                    status = EXIT_UNREADABLE
+                    status = exit_status.UNREADABLE
                     continue
                 for warning in warnings:
                     print(f"margin: {warning}", file=sys.stderr)
@@ -116,17 +122,22 @@ async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
                     literature=literature,
                     progress=ProgressBar(f"{path.name} ({options.mode})"),
                 )
-                reviewed += len(reviews)
-                records.extend(finding_records(manuscript, reviews))
-                failures.extend(failure for review in reviews for failure in review.failures)
+                # Reviewed means the reviewer answered; a paragraph whose calls failed is not reviewed.
+                completed = [review for review in reviews if review.completed]
+                reviewed += len(completed)
+                unreviewed += len(reviews) - len(completed)
+                records.extend(finding_records(manuscript, completed))
     finally:
         await llm.close()
-    if failures:
-        print(f"margin: {len(failures)} model call(s) failed; first: {failures[0]}", file=sys.stderr)
     if arguments.format == "json":
         print(
             json.dumps(
-                {"findings": records, "reviewed_paragraphs": reviewed, "usage": usage.to_json()},
+                {
+                    "findings": records,
+                    "reviewed_paragraphs": reviewed,
+                    "unreviewed_paragraphs": unreviewed,
+                    "usage": usage.to_json(),
+                },
                 indent=2,
                 ensure_ascii=False,
             )
@@ -134,7 +145,7 @@ async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
     elif arguments.format == "sarif":
         print(json.dumps(sarif_log(records), indent=2, ensure_ascii=False))
     else:
-        print(as_text(records, reviewed))
+        print(as_text(records, reviewed, unreviewed, usage.wall_seconds))
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)
-    return status
+    return exit_status.worst(status, exit_status.model_status(usage))

@@ -6,22 +6,27 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from margin.workflows.llm.client import LLMClient
-from margin.workflows.manuscript.loader import ManuscriptLoader
-from margin.workflows.manuscript.model import Manuscript
 from margin.workflows.manuscript.source import Position, UnreadableFile, normalize_uri, path_to_uri
-from margin.workflows.manuscript.sources import SourceProvider
-from margin.workflows.rewrite import jrel
-from margin.workflows.rewrite.edits import REWRITTEN_KINDS, Target, apply_rewrites, target_of, targets_in
-from margin.workflows.rewrite.output import create_beside, write_output
-from margin.workflows.rewrite.simplify import AGENTSIMP, simplify_targets
-from margin.workflows.rewrite.transcript import Transcript
-from margin.workflows.rewrite.types import RewriteStatus
 
-from .settings import Settings
+from . import exit_status
 
-EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, EXIT_NOT_REWRITTEN = 0, 1, 2, 4
+# The pipelines and the OpenAI client are imported by the commands when they run: `margin`'s argument parser
+# imports this module for add_commands, and every other command would pay for them.
+if TYPE_CHECKING:
+    from margin.workflows.manuscript.model import Manuscript
+    from margin.workflows.rewrite.edits import Target
+    from margin.workflows.rewrite.transcript import Transcript
+
+    from .settings import Settings
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, EXIT_NOT_REWRITTEN = (
+    exit_status.OK,
+    exit_status.UNREADABLE,
+    exit_status.USAGE,
+    exit_status.NOT_REWRITTEN,
+)
 DOCUMENT_MIN_WORDS = 8
 
 
@@ -50,6 +55,9 @@ class StepLine:
 
 
 def _load(path: Path, settings: Settings) -> Manuscript:
+    from margin.workflows.manuscript.loader import ManuscriptLoader
+    from margin.workflows.manuscript.sources import SourceProvider
+
     manuscript, warnings = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes)).load_path(path)
     for warning in warnings:
         print(f"margin: {warning}", file=sys.stderr)
@@ -58,6 +66,8 @@ def _load(path: Path, settings: Settings) -> Manuscript:
 
 def _chosen(manuscript: Manuscript, path: Path, arguments: argparse.Namespace) -> tuple[list[Target], bool]:
     """The paragraphs to simplify and whether the user picked a single one."""
+    from margin.workflows.rewrite.edits import REWRITTEN_KINDS, target_of, targets_in
+
     uri = path_to_uri(path)
     key = normalize_uri(uri)
     in_file = [
@@ -90,6 +100,8 @@ def _chosen(manuscript: Manuscript, path: Path, arguments: argparse.Namespace) -
 
 
 def _method(arguments: argparse.Namespace, single: bool, settings: Settings) -> str:
+    from margin.workflows.rewrite.simplify import AGENTSIMP
+
     if arguments.method:
         return str(arguments.method)
     return settings.values["simplify.paragraphMethod"] if single else AGENTSIMP
@@ -106,6 +118,8 @@ def _taken_outputs(arguments: argparse.Namespace) -> Path | None:
 
 
 def _save_transcript(transcript: Transcript, arguments: argparse.Namespace) -> None:
+    from margin.workflows.rewrite.output import write_output
+
     if arguments.transcript is None:
         return
     text = json.dumps(transcript.to_json(), indent=2, ensure_ascii=False) + "\n"
@@ -114,6 +128,13 @@ def _save_transcript(transcript: Transcript, arguments: argparse.Namespace) -> N
 
 
 async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int:
+    from margin.workflows.llm.client import LLMClient
+    from margin.workflows.rewrite.edits import apply_rewrites
+    from margin.workflows.rewrite.output import write_output
+    from margin.workflows.rewrite.simplify import simplify_targets
+    from margin.workflows.rewrite.transcript import Transcript
+    from margin.workflows.rewrite.types import RewriteStatus
+
     path: Path = arguments.file
     try:
         manuscript = _load(path, settings)
@@ -150,10 +171,13 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
     finally:
         steps.close()
         await llm.close()
+    said: set[str] = set()
     for target, rewrite in zip(targets, rewrites, strict=True):
         if rewrite.status in (RewriteStatus.REFUSED, RewriteStatus.FAILED):
             line = target.paragraph.range.start.line + 1
-            print(f"margin: {path.name}:{line}: {rewrite.status.value}: {rewrite.message}", file=sys.stderr)
+            message = "the same as above" if rewrite.message in said else rewrite.message
+            said.add(rewrite.message)
+            print(f"margin: {path.name}:{line}: {rewrite.status.value}: {message}", file=sys.stderr)
     changed = [
         (target.start, target.end, rewrite.text)
         for target, rewrite in zip(targets, rewrites, strict=True)
@@ -178,10 +202,15 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
     _save_transcript(transcript, arguments)
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)
-    return EXIT_NOT_REWRITTEN if gave_up else EXIT_OK
+    return exit_status.worst(EXIT_NOT_REWRITTEN if gave_up else EXIT_OK, exit_status.model_status(usage))
 
 
 async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
+    from margin.workflows.llm.client import LLMClient
+    from margin.workflows.rewrite import jrel
+    from margin.workflows.rewrite.output import create_beside, write_output
+    from margin.workflows.rewrite.transcript import Transcript
+
     path: Path = arguments.file
     try:
         manuscript = _load(path, settings)
@@ -212,7 +241,7 @@ async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
     if not article.ok:
         reason = article.failures[-1] if article.failures else "no draft"
         print(f"margin: no lay article was written: {reason}", file=sys.stderr)
-        return EXIT_NOT_REWRITTEN
+        return exit_status.worst(EXIT_NOT_REWRITTEN, exit_status.model_status(usage))
     text = jrel.render_article(article, path.name)
     if arguments.output is not None:
         written = write_output(arguments.output, text, force=arguments.force)
@@ -227,7 +256,7 @@ async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
     print(written)
-    return EXIT_OK
+    return exit_status.model_status(usage)
 
 
 def add_commands(commands: argparse._SubParsersAction, llm_options: object) -> None:  # type: ignore[type-arg]

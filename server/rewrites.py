@@ -19,13 +19,12 @@ from lsprotocol import types
 
 from margin.workflows.manuscript.model import Manuscript
 from margin.workflows.manuscript.source import Position, SourceFile, normalize_uri, path_to_uri, uri_to_path
-from margin.workflows.rewrite import jrel
 from margin.workflows.rewrite.edits import Target, target_of, targets_in
 from margin.workflows.rewrite.output import create_beside
-from margin.workflows.rewrite.simplify import AGENTSIMP, simplify_targets
 from margin.workflows.rewrite.transcript import Transcript
 from margin.workflows.rewrite.types import Rewrite, RewriteStatus
 
+from . import pipelines
 from .diagnostics import lsp_range
 from .progress import Progress
 from .settings import Settings
@@ -71,6 +70,8 @@ class RewriteCoordinator:
 
     async def simplify_paragraph(self, uri: str, line: int, character: int) -> Outcome:
         settings, manuscript, source = await self._current(uri)
+        from margin.workflows.rewrite.simplify import simplify_targets
+
         if manuscript is None or source is None:
             return self._tell(Outcome("none", "this document cannot be analysed"))
         paragraph = manuscript.paragraph_at(uri, Position(line, character))
@@ -79,7 +80,7 @@ class RewriteCoordinator:
         target = target_of(paragraph)
         method = settings.values["simplify.paragraphMethod"]
         transcript = Transcript(method, settings.section("simplify"))
-        llm = self.server.reviews.llm(settings)
+        llm = self.server.reviews.llm(settings, asked=True)
 
         async def work(on_step: Callable[[str], None]) -> Rewrite:
             [rewrite] = await simplify_targets(
@@ -106,13 +107,15 @@ class RewriteCoordinator:
 
     async def simplify_document(self, uri: str) -> Outcome:
         settings, manuscript, source = await self._current(uri)
+        from margin.workflows.rewrite.simplify import AGENTSIMP, simplify_targets
+
         if manuscript is None or source is None:
             return self._tell(Outcome("none", "this document cannot be analysed"))
         targets = targets_in(manuscript, uri, DOCUMENT_MIN_WORDS)
         if not targets:
             return self._tell(Outcome("none", "this document has no paragraphs to simplify"))
         transcript = Transcript("agentsimp", settings.section("simplify"))
-        llm = self.server.reviews.llm(settings)
+        llm = self.server.reviews.llm(settings, asked=True)
 
         async def work(on_step: Callable[[str], None]) -> list[Rewrite]:
             return await simplify_targets(
@@ -152,6 +155,8 @@ class RewriteCoordinator:
 
     async def lay_article(self, uri: str) -> Outcome:
         settings, manuscript, source = await self._current(uri)
+        from margin.workflows.rewrite import jrel
+
         if manuscript is None or source is None:
             return self._tell(Outcome("none", "this document cannot be analysed"))
         root = uri_to_path(manuscript.root_uri) or uri_to_path(uri)
@@ -160,7 +165,7 @@ class RewriteCoordinator:
                 Outcome("none", "save the manuscript to a file first: the article is written beside it")
             )
         transcript = Transcript("jrel", settings.section("lay"))
-        llm = self.server.reviews.llm(settings)
+        llm = self.server.reviews.llm(settings, asked=True)
 
         async def work(on_step: Callable[[str], None]) -> jrel.LayArticle:
             return await jrel.write_lay_article(
@@ -185,6 +190,7 @@ class RewriteCoordinator:
     # -- shared machinery -----------------------------------------------------------------------------------------
 
     async def _current(self, uri: str) -> tuple[Settings, Manuscript | None, SourceFile | None]:
+        await pipelines.ready()
         settings = await self.server.settings_for(uri)
         manuscript = await self.server.manuscript(uri, settings)
         return settings, manuscript, self.server.documents.get(uri)

@@ -11,15 +11,18 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from margin.workflows.feedback.pipeline import ReviewOptions
-from margin.workflows.feedback.types import Mode
+# Only the LLM layer's plain configuration types: the pipelines' options are imported where they are built, so
+# that reading settings (every command, the server's start) does not import the pipelines and the OpenAI client.
 from margin.workflows.llm.config import AUTO, EndpointConfig, LLMConfig, RoleRoute
 from margin.workflows.llm.types import ROLES, StructuredMode
-from margin.workflows.rewrite.agentsimp import AgentSimpOptions
-from margin.workflows.rewrite.jrel import LayOptions
-from margin.workflows.rewrite.soms import SomsOptions
+
+if TYPE_CHECKING:
+    from margin.workflows.feedback.pipeline import ReviewOptions
+    from margin.workflows.rewrite.agentsimp import AgentSimpOptions
+    from margin.workflows.rewrite.jrel import LayOptions
+    from margin.workflows.rewrite.soms import SomsOptions
 
 SECTION = "margin"
 
@@ -129,18 +132,19 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "review.trigger",
         "string",
-        "openAndSave",
+        "auto",
         "When focused feedback runs: on open and on save (changed paragraphs only), on save only, or only "
-        "when asked (commands and the code action).",
-        choices=("openAndSave", "save", "manual"),
+        "when asked (commands and the code action). auto: on open and save with a model server, on save only "
+        "with the embedded model (it takes a core for a minute or so per paragraph).",
+        choices=("auto", "openAndSave", "save", "manual"),
     ),
     SettingSpec(
         "review.mode",
         "string",
-        "full",
+        "auto",
         "full: planner, controller, investigator and reviewer; fast: one reviewer call with context from the "
-        "paper; single: the reviewer alone.",
-        choices=("full", "fast", "single"),
+        "paper; single: the reviewer alone. auto: full with a model server, fast with the embedded model.",
+        choices=("auto", "full", "fast", "single"),
     ),
     SettingSpec(
         "review.severity",
@@ -387,10 +391,26 @@ class Settings:
     def log_level(self) -> str:
         return str(self.values["logLevel"])
 
-    def review_options(self) -> ReviewOptions:
+    def review_trigger(self, endpoint: str = "server") -> str:
+        """When reviews run, for an endpoint of this kind ("server", "embedded" or "none": EndpointKind)."""
+        trigger = str(self.values["review.trigger"])
+        if trigger != "auto":
+            return trigger
+        return "save" if endpoint == "embedded" else "openAndSave"
+
+    def review_mode(self, endpoint: str = "server") -> str:
+        mode = str(self.values["review.mode"])
+        if mode != "auto":
+            return mode
+        return "fast" if endpoint == "embedded" else "full"
+
+    def review_options(self, endpoint: str = "server") -> ReviewOptions:
+        from margin.workflows.feedback.pipeline import ReviewOptions
+        from margin.workflows.feedback.types import Mode
+
         values = self.values
         return ReviewOptions(
-            mode=Mode(values["review.mode"]),
+            mode=Mode(self.review_mode(endpoint)),
             candidates=int(values["review.candidatePlans"]),
             judge=bool(values["review.planJudge"]),
             min_words=int(values["review.minWords"]),
@@ -401,6 +421,8 @@ class Settings:
         return {key: value for key, value in self.values.items() if key.startswith(f"{name}.")}
 
     def soms_options(self) -> SomsOptions:
+        from margin.workflows.rewrite.soms import SomsOptions
+
         values = self.values
         return SomsOptions(
             domain=values["simplify.domain"],
@@ -409,6 +431,8 @@ class Settings:
         )
 
     def agentsimp_options(self) -> AgentSimpOptions:
+        from margin.workflows.rewrite.agentsimp import AgentSimpOptions
+
         values = self.values
         return AgentSimpOptions(
             communication=values["simplify.communication"],
@@ -418,6 +442,8 @@ class Settings:
         )
 
     def lay_options(self) -> LayOptions:
+        from margin.workflows.rewrite.jrel import LayOptions
+
         values = self.values
         return LayOptions(
             iterations=int(values["lay.iterations"]),

@@ -27,7 +27,7 @@ from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.config import EndpointConfig, LLMConfig
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 
-from conftest import PAPER_MAIN, load_manuscript, paragraph_starting
+from conftest import PAPER_MAIN, assert_the_model_answered, load_manuscript, paragraph_starting
 
 NOT_INSTALLED = pytest.mark.skipif(
     not embedded.available(),
@@ -107,6 +107,7 @@ async def test_single_mode_on_three_paragraphs(paper: Manuscript, embedded_llm: 
     )
     report("single", time.perf_counter() - started, reviews)
 
+    assert_the_model_answered(embedded_llm.usage)
     assert [review.paragraph_id for review in reviews] == [paragraph.id for paragraph in paragraphs]
     for review, paragraph in zip(reviews, paragraphs, strict=True):
         assert review.mode is Mode.SINGLE
@@ -129,6 +130,7 @@ async def test_full_mode_on_one_paragraph(paper: Manuscript, embedded_llm: LLMCl
     report("full", time.perf_counter() - started, [review])
     print(f"[full] plan: {review.plan}; steps: {steps}")
 
+    assert_the_model_answered(embedded_llm.usage)
     assert review.mode is Mode.FULL
     check_review(review, paragraph)
     assert steps[-1] == "reviewer writing"

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sqlite3
 import stat
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from margin.workflows.llm import cache as cache_module
 from margin.workflows.llm.cache import ResponseCache, cache_key
 from margin.workflows.llm.client import _with_schema
 from margin.workflows.llm.scripted_endpoint import Reply, Rule, ScriptedEndpoint
@@ -371,6 +375,128 @@ def test_two_processes_share_one_cache_file(tmp_path: Path) -> None:
         for index in range(count):
             assert cache.get(f"{name}-{index}") == {"text": f"{name} answer {index} " + "x" * 200}
     assert cache.stats()["entries"] == 2 * count
+    cache.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def _hold_write_lock(path: Path) -> sqlite3.Connection:
+    """Another connection holding the file's write lock, as a process setting the file up or writing does."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_first_write_to_a_new_file_waits_for_a_competing_writer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Switching a new file to WAL fails at once, without SQLite's busy handler, while another connection
+    holds the write lock: the first write must wait for it, not be dropped."""
+    path = tmp_path / "cache.sqlite3"
+    holder = _hold_write_lock(path)
+
+    def commit() -> None:
+        holder.execute("COMMIT")
+        holder.close()
+
+    release = threading.Timer(0.3, commit)
+    release.start()
+    cache = ResponseCache(path)
+    try:
+        cache.put("first", {"text": "answer"})
+        assert cache.get("first") == {"text": "answer"}
+    finally:
+        release.join()
+        cache.close()
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING], caplog.text
+    assert not list(tmp_path.glob("*.corrupt-*"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_write_blocked_past_its_deadline_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waiting is bounded: a write that cannot get the lock in time is given up, and says so as a warning."""
+    monkeypatch.setattr(cache_module, "_WRITE_PATIENCE", 0.3)
+    path = tmp_path / "cache.sqlite3"
+    cache = ResponseCache(path)
+    cache.put("before", {"text": "kept"})
+    holder = _hold_write_lock(path)
+    try:
+        started = time.monotonic()
+        cache.put("during", {"text": "skipped"})
+        waited = time.monotonic() - started
+        assert cache.get("before") == {"text": "kept"}  # a held write lock does not stop readers (WAL)
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert 0.25 <= waited < 3, waited
+    skipped = [record for record in caplog.records if "skipped writing" in record.getMessage()]
+    assert [record.levelno for record in skipped] == [logging.WARNING], caplog.text
+    assert cache.get("during") is None
+    cache.put("after", {"text": "written"})
+    assert cache.get("after") == {"text": "written"}
+    assert not list(tmp_path.glob("*.corrupt-*"))
+    cache.close()
+
+
+_STARTING_WRITER = """
+import json, sys
+from pathlib import Path
+from margin.workflows.llm.cache import ResponseCache
+path, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+cache = ResponseCache(path, max_bytes=64 * 1024 * 1024)
+print("ready", flush=True)
+sys.stdin.readline()  # every writer starts at once; its first put opens and sets up the file
+missing = []
+for index in range(count):
+    cache.put(f"{name}-{index}", {"text": f"{name} answer {index}"})
+    if cache.get(f"{name}-{index}") != {"text": f"{name} answer {index}"}:
+        missing.append(index)
+cache.close()
+print(json.dumps({"missing": missing}), flush=True)
+"""
+
+
+def test_more_writers_than_cores_starting_together_on_a_new_file_lose_nothing(tmp_path: Path) -> None:
+    """More writer processes than cores open one brand-new file at the same moment, while another connection
+    holds its write lock: the WAL switch and the schema collide, and no process may lose a write to that."""
+    path = tmp_path / "shared.sqlite3"
+    writers = min(12, max(6, 2 * (os.cpu_count() or 1)))
+    count = 20
+    holder = _hold_write_lock(path)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _STARTING_WRITER, str(path), f"w{number}", str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for number in range(writers)
+    ]
+    try:
+        for process in processes:
+            assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        time.sleep(0.3)  # every first put meets the held lock
+        holder.execute("COMMIT")
+        holder.close()
+        results = [process.communicate(timeout=60) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    for process, (out, err) in zip(processes, results, strict=True):
+        assert process.returncode == 0, err
+        assert json.loads(out)["missing"] == [], f"a write was lost: {err}"
+        assert "skipped" not in err and "unreadable" not in err, err
+    assert not list(tmp_path.glob("*.corrupt-*")), "a busy file was mistaken for a corrupt one"
+    cache = ResponseCache(path)
+    assert cache.stats()["entries"] == writers * count
     cache.close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 

@@ -154,15 +154,32 @@ async def test_hang_is_retried_per_request_then_succeeds(
     assert len(endpoint.calls()) == 2
 
 
-async def test_dropped_connection_is_retried_then_unavailable(
+async def test_dropped_connection_is_retried_then_a_server_error_of_that_call_only(
     scripted: ScriptedFactory, llm_clients: ClientFactory, tmp_path: Path, fast_backoff: None
 ) -> None:
     endpoint = scripted(Rule(replies=[Reply(drop=True)]))
     client = llm_clients(llm_config(endpoint.base_url, tmp_path / "cache.sqlite3", retries=2))
     failure = await failure_of(client, ask())
-    assert failure.kind is FailureKind.UNAVAILABLE and failure.attempts == 3
+    assert failure.kind is FailureKind.SERVER_ERROR and failure.attempts == 3
     assert len(endpoint.calls()) == 3
-    assert endpoint.base_url in str(failure)
+    assert endpoint.base_url in str(failure) and "closed the connection" in str(failure)
+    # It answered the connection, so it is alive: the next call goes to it again.
+    await failure_of(client, ask())
+    assert len(endpoint.calls()) == 6
+
+
+async def test_an_endpoint_nothing_answers_at_is_asked_once_then_left_alone_until_retry_now(
+    llm_clients: ClientFactory, tmp_path: Path, dead_url: str, fast_backoff: None
+) -> None:
+    client = llm_clients(llm_config(dead_url, tmp_path / "cache.sqlite3", retries=1, model="m"))
+    first = await failure_of(client, ask())
+    assert first.kind is FailureKind.UNAVAILABLE and first.attempts == 2 and not first.repeated
+    second = await failure_of(client, ask())
+    assert second.kind is FailureKind.UNAVAILABLE and second.repeated and str(second) == str(first)
+    assert client.usage.requests == 2  # the second call sent nothing
+    client.retry_now()
+    third = await failure_of(client, ask())
+    assert not third.repeated and client.usage.requests == 4
 
 
 async def test_dropped_connection_then_answer_succeeds(

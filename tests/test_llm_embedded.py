@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from margin.workflows.llm.config import VLLM_DEFAULT_URL, EndpointConfig, LLMCon
 from margin.workflows.llm.endpoints import EndpointPool, probe
 from margin.workflows.llm.types import FailureKind, LLMError, Priority, Request
 
-from conftest import BusyServer
+from conftest import BusyServer, assert_the_model_answered
 
 NOT_INSTALLED = pytest.mark.skipif(
     not embedded.available(),
@@ -121,8 +122,42 @@ async def test_auto_structured_call_is_schema_valid_or_a_typed_failure(
             assert failure.kind in (FailureKind.INVALID_OUTPUT, FailureKind.TRUNCATED), str(failure)
             outcome = failure.kind.value
         print(f"embedded structured call (warm): {time.perf_counter() - started:.2f} s, {outcome}")
+        assert_the_model_answered(client.usage)
     finally:
         await client.close()
+
+
+async def test_the_model_answers_on_this_cpu_and_a_killed_server_is_reported_as_a_crash(
+    nothing_on_localhost_8000: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the server's log goes to the user cache
+    embedded.stop_shared_server()
+    client = LLMClient(auto_config(tmp_path))
+    try:
+        completion = await client.complete(
+            Request(role="reviewer", messages=({"role": "user", "content": "Say hello in three words."},))
+        )
+        assert completion.text.strip()  # on AMX CPUs too: margin's launcher turns llama.cpp's repacking off
+        server = embedded._shared
+        assert server is not None and server.process is not None
+        log = (tmp_path / "cache" / "margin" / embedded.LOG_NAME).read_text(encoding="utf-8")
+        assert "extra buffer types (weight repacking) are off" in log
+
+        server.process.send_signal(signal.SIGKILL)
+        with pytest.raises(LLMError) as raised:
+            await client.complete(
+                Request(role="reviewer", messages=({"role": "user", "content": "And goodbye in three."},))
+            )
+        message = str(raised.value)
+        assert raised.value.kind is FailureKind.CRASHED
+        assert (
+            "signal 9 (SIGKILL" in message
+            and str(tmp_path / "cache" / "margin" / embedded.LOG_NAME) in message
+        )
+        assert "What to do" in message and "No LLM server answered" not in message
+    finally:
+        await client.close()
+        embedded.stop_shared_server()
 
 
 async def test_embedded_server_is_started_once_and_shared(

@@ -43,6 +43,7 @@ SHORT_WAIT = 3.0  # for the few waits that a known bug turns into a timeout (xfa
 
 REVIEW_PARAGRAPH = "margin.reviewParagraph"
 REVIEW_DOCUMENT = "margin.reviewDocument"
+STATUS = "margin.status"
 DISMISS_FINDING = "margin.dismissFinding"
 
 REPLICABILITY = "Replicability"
@@ -1083,23 +1084,37 @@ async def test_a_quote_that_contradicts_the_paragraph_is_not_shown(
     assert findings(shared.latest(uri)) == []
 
 
-async def test_a_dead_endpoint_yields_no_findings_a_logged_failure_and_a_server_that_answers(
+async def test_a_dead_endpoint_is_said_once_and_not_tried_again_until_asked(
     shared: ReviewClient, endpoints: Callable[..., GatedEndpoint], tmp_path: Path, dead_url: str
 ) -> None:
     setup = prepare(shared, endpoints, tmp_path, endpoint_url=dead_url)
     uri = setup.uri()
-    logged = len(shared.log_messages)
+    said = len(shared.messages)
+
+    def stopped() -> list[types.ShowMessageParams]:
+        return [m for m in shared.messages[said:] if dead_url in m.message]
+
     shared.open(uri, setup.paper)
     await setup.finished(1)
-    await shared.wait_until(
-        lambda: any("review of" in m.message and dead_url in m.message for m in shared.log_messages[logged:]),
-        "a logged review failure naming the endpoint",
-    )
+    await shared.wait_until(lambda: bool(stopped()), "a message naming the dead endpoint")
     await shared.barrier(uri)
+    (message,) = stopped()  # one message for the whole document, not one per paragraph
+    assert message.type == types.MessageType.Error and "focused feedback stopped" in message.message
     assert shared.ever_published(uri) == []
+    assert dead_url in (await shared.execute(STATUS))["problem"]
+
+    # Saving does not knock on the dead endpoint again, paragraph after paragraph: no review runs.
+    tokens = len(shared.created_tokens)
+    shared.save(uri)
+    await asyncio.sleep(0.5)
+    await shared.barrier(uri)
+    assert len(shared.created_tokens) == tokens and len(stopped()) == 1
+
+    # Readability and hovers carry on; a command the user runs tries the endpoint again, and says so again.
     hover = await shared.hover(uri, RESULTS_LINE, 3)
     assert hover is not None and "Flesch-Kincaid" in hover
-    assert await shared.execute(REVIEW_PARAGRAPH, uri, 0, 0) == {"reviewed": 0}  # no paragraph there
+    assert await shared.execute(REVIEW_DOCUMENT, uri) == {"reviewed": 0}  # reviewed means reviewed
+    assert len(stopped()) == 2
 
 
 async def test_a_failed_review_is_tried_again_on_the_next_save(

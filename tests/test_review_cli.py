@@ -14,6 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from margin.server.cli import EXIT_OK, EXIT_UNREADABLE, main
+from margin.server.exit_status import MODEL_CALLS_FAILED, NO_MODEL
 from margin.workflows.feedback.types import WeaknessType
 from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.manuscript.source import LineIndex
@@ -368,7 +369,7 @@ def test_text_output_and_stats_on_stderr(
     assert code == EXIT_OK
     calls = len(endpoint.calls("reviewer"))
     lines = out.strip().splitlines()
-    assert re.fullmatch(rf"(\d+) finding\(s\) in {calls} reviewed paragraph\(s\)", lines[-1])
+    assert re.fullmatch(rf"(\d+) finding\(s\) in {calls} reviewed paragraph\(s\) \(\d+ s\)", lines[-1])
     located = [line for line in lines if re.match(r"^small/\S+\.tex:\d+:\d+: ", line)]
     assert len(located) == int(lines[-1].split()[0]) > 0
     assert all(
@@ -538,21 +539,23 @@ def test_a_dead_endpoint_gives_a_clean_message_and_no_findings(
 
     report = json.loads(out)
     assert report["findings"] == []
-    assert report["reviewed_paragraphs"] >= 4
+    assert report["reviewed_paragraphs"] == 0  # reviewed means reviewed: no model answered
+    assert report["unreviewed_paragraphs"] >= 4
     assert "Traceback" not in err
-    assert re.search(r"margin: \d+ model call\(s\) failed; first: \w+: unavailable: ", err), err
-    assert code == EXIT_OK
+    assert re.search(r"margin: no model answered \(\d+ call\(s\) failed\): \w+: unavailable: ", err), err
+    assert code == NO_MODEL
 
 
 def test_a_dead_endpoint_with_the_model_named_fails_per_call_not_per_run(
     capsys: pytest.CaptureFixture[str], dead_url: str, tmp_path: Path, small_paper: Path
 ) -> None:
-    _, out, err = review(
+    code, out, err = review(
         capsys, small_paper, "--mode", "single", "--format", "sarif",
         "--endpoint", dead_url, "--settings", settings_file(tmp_path, llm_model="m"),
     )  # fmt: skip
     assert json.loads(out)["runs"][0]["results"] == []
-    assert "first: reviewer: unavailable" in err and "Traceback" not in err
+    assert "no model answered" in err and ": reviewer: unavailable" in err and "Traceback" not in err
+    assert code == NO_MODEL
 
 
 # -- full mode through the CLI, with a PDF library ---------------------------------------------------------------
@@ -605,7 +608,8 @@ def test_full_mode_through_the_cli_reads_the_literature_folder(
         capsys, scripted, tmp_path, str(tmp_path / "library")
     )
 
-    assert code == EXIT_OK, err
+    assert code == MODEL_CALLS_FAILED, err  # the controller's call failed: said, and not exit 0
+    assert "1 of 4 model call(s) failed (1 invalid_output); the output is incomplete" in err
     (investigation,) = endpoint.calls("investigator")
     assert "Per-section budgets keep rare dosage terms." in final_user_message(investigation)
     (finding,) = json.loads(out)["findings"]
@@ -624,7 +628,7 @@ def test_a_relative_literature_folder_works(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     endpoint, code, _, err = run_full_mode_with_a_library(capsys, scripted, tmp_path, "library")
-    assert code == EXIT_OK, err
+    assert code == MODEL_CALLS_FAILED, err  # the unscripted controller
     assert "Per-section budgets" in final_user_message(endpoint.calls("investigator")[0])
 
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from margin.server.cli import main
+from margin.server.exit_status import NO_MODEL
 from margin.server.rewrite_cli import EXIT_NOT_REWRITTEN
 from margin.workflows.llm.scripted_agents import rewrite_rules
 from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
@@ -422,17 +423,18 @@ def test_an_existing_transcript_is_refused_before_any_model_call(
 # -- a dead endpoint ----------------------------------------------------------------------------------------------
 
 
-def test_a_dead_endpoint_gives_a_clear_message_and_exit_code_4(
+def test_a_dead_endpoint_gives_a_clear_message_and_exit_code_3(
     cli_for: Callable[..., Cli], short_md: Path, dead_url: str
 ) -> None:
     cli = cli_for(dead_url)
 
     code, _, err = cli("simplify", short_md, "--paragraph", "2")
-    assert code == EXIT_NOT_REWRITTEN == 4
+    assert code == NO_MODEL == 3  # no model answered explains why nothing was rewritten
     assert "short.md:15: failed:" in err and f"No LLM server answered at {dead_url}" in err
+    assert "margin: no model answered" in err
 
     code, out, err = cli("lay", short_md)
-    assert (code, out) == (EXIT_NOT_REWRITTEN, "")
+    assert (code, out) == (NO_MODEL, "")
     assert "no lay article was written" in err and f"No LLM server answered at {dead_url}" in err
     assert sorted(path.name for path in short_md.parent.iterdir()) == ["short.md"]
 
@@ -446,6 +448,6 @@ def test_a_simplification_that_failed_outputs_nothing(
 
     code, out, err = cli_for(dead_url)("simplify", short_md, *arguments)
 
-    assert code == EXIT_NOT_REWRITTEN, err
+    assert code == NO_MODEL, err
     assert out == ""
     assert not out_path.exists()  # else the next run, with the model up, is refused: "simple.md exists"

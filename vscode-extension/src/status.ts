@@ -10,6 +10,8 @@ export interface ServerStatus {
   /** Reviews and rewrites running now. */
   reviews: number;
   rewrites: number;
+  /** Why models cannot run now (nothing answers, the embedded model crashed); absent or null when they can. */
+  problem?: string | null;
 }
 
 export interface StatusView {
@@ -26,6 +28,12 @@ export function statusView(state: ClientState, status?: ServerStatus, problem?: 
   }
   if (state === "starting" || status === undefined) {
     return { text: "$(sync~spin) margin", tooltip: "margin's server is starting." };
+  }
+  if (status.problem) {
+    return {
+      text: "$(warning) margin: no model",
+      tooltip: `Readability works; focused feedback and rewrites do not: ${status.problem}\nClick for the log.`,
+    };
   }
   const busy = status.reviews + status.rewrites;
   const used = status.endpoints.map(

@@ -32,3 +32,11 @@ test("work in progress is counted in the item", () => {
 test("a stopped server says so", () => {
   assert.equal(statusView("stopped").text, "$(circle-slash) margin");
 });
+
+test("a server whose models cannot run says so in the item, with the reason in the tooltip", () => {
+  const view = statusView("running", { ...idle, problem: "the embedded model server crashed: signal 11" });
+  assert.equal(view.text, "$(warning) margin: no model");
+  assert.match(view.tooltip, /Readability works/);
+  assert.match(view.tooltip, /crashed: signal 11/);
+  assert.equal(statusView("running", { ...idle, problem: null }).text, "$(check) margin: auto");
+});

@@ -56,7 +56,12 @@ class ResultStore:
                     self.records[str(record["id"])] = record
 
     def done(self, identifier: str) -> bool:
-        return identifier in self.records
+        """Finished: a failed example (its model calls failed) runs again on the next run, and is not scored."""
+        record = self.records.get(identifier)
+        return record is not None and record.get("status") != "failed"
+
+    def failed(self) -> list[str]:
+        return [identifier for identifier, record in self.records.items() if record.get("status") == "failed"]
 
     def add(self, record: dict[str, Any]) -> None:
         self.records[str(record["id"])] = record

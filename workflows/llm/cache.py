@@ -2,8 +2,14 @@
 
 Key: model, role, messages, sampling parameters and schema, hashed. The file lives in the user cache directory
 with mode 0600, is bounded in size (least recently used rows go first), works with several processes at once
-(WAL journal, busy timeout), and is rebuilt if it is corrupt. Calls are synchronous and short; the client runs
-them in a worker thread so the event loop never waits on the disk.
+(WAL journal, busy timeout, retries), and is rebuilt if it is corrupt. Calls are synchronous and short; the
+client runs them in a worker thread so the event loop never waits on the disk.
+
+Contention: SQLite does not always call its busy handler. Switching a new file to WAL, or upgrading a read
+lock to a write lock inside a transaction, fails at once with SQLITE_BUSY when another process holds the lock
+(waiting could deadlock). So connection set-up and writes retry on their own until a deadline, and writes take
+their lock up front (BEGIN IMMEDIATE), where the busy handler does apply. A write is only given up after
+_WRITE_PATIENCE, with a warning; a read gives up sooner, as a miss.
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +41,14 @@ CREATE TABLE IF NOT EXISTS responses (
 CREATE INDEX IF NOT EXISTS responses_accessed ON responses (accessed);
 """
 _EVICT_EVERY = 32  # inserts between size checks
+_WRITE_PATIENCE = 10.0  # seconds a write (or connection set-up) may wait for the lock before it is skipped
+_READ_PATIENCE = 1.0  # seconds a read may wait: a miss costs one model call, a long stall costs more
+# Seconds a hit's recency update may wait: it only guides eviction, and the hit is served either way.
+_TOUCH_PATIENCE = 0.1
+_FIRST_BACKOFF = 0.002  # seconds; doubled after each busy attempt, up to _MAX_BACKOFF
+_MAX_BACKOFF = 0.05
+# Result codes that mean "someone else holds the lock right now", never "the file is damaged".
+_CONTENTION = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL}
 
 
 class CacheUnusable(Exception):
@@ -65,6 +81,36 @@ def cache_key(
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
+def _is_contention(error: sqlite3.Error) -> bool:
+    """Busy or locked: wait or skip, never rebuild. Extended codes (SQLITE_BUSY_RECOVERY...) share the low
+    byte."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _CONTENTION:
+        return True
+    message = str(error)
+    return "locked" in message or "busy" in message or "locking protocol" in message
+
+
+class _Backoff:
+    """Sleeps between attempts until a deadline; tells the caller when the time is up."""
+
+    def __init__(self, patience: float) -> None:
+        self.deadline = time.monotonic() + patience
+        self._delay = _FIRST_BACKOFF
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def wait(self) -> bool:
+        """Sleep a little and return True, or return False if the deadline has passed."""
+        remaining = self.remaining()
+        if remaining <= 0:
+            return False
+        time.sleep(min(self._delay, remaining))
+        self._delay = min(self._delay * 2, _MAX_BACKOFF)
+        return True
+
+
 class ResponseCache:
     def __init__(self, path: Path | None = None, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.path = path or default_cache_path()
@@ -73,6 +119,7 @@ class ResponseCache:
         self._connection: sqlite3.Connection | None = None
         self._inserts = 0
         self._unusable = False
+        self._busy_ms = -1  # the busy timeout last set on the connection
 
     # -- connection ---------------------------------------------------------------------------------------------
 
@@ -85,15 +132,20 @@ class ResponseCache:
         if not self.path.exists():
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         os.chmod(self.path, 0o600)
-        connection = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.executescript(_SCHEMA)
-            connection.execute("SELECT count(*) FROM responses").fetchone()
-        except sqlite3.DatabaseError:
-            connection.close()
-            raise
+        # Several processes opening a new file at once collide on the WAL switch and the schema; those
+        # collisions are not always handed to the busy handler, so retry here rather than lose the call.
+        backoff = _Backoff(_WRITE_PATIENCE)
+        while True:
+            connection = sqlite3.connect(
+                self.path, timeout=_WRITE_PATIENCE, check_same_thread=False, isolation_level=None
+            )
+            try:
+                self._set_up(connection, backoff.remaining())
+                break
+            except sqlite3.DatabaseError as error:
+                connection.close()
+                if not (_is_contention(error) and backoff.wait()):
+                    raise
         for sidecar in (
             self.path.with_name(self.path.name + "-wal"),
             self.path.with_name(self.path.name + "-shm"),
@@ -101,10 +153,47 @@ class ResponseCache:
             if sidecar.exists():
                 os.chmod(sidecar, 0o600)
         self._connection = connection
+        self._busy_ms = -1
         return connection
 
-    def _rebuild(self, error: Exception) -> sqlite3.Connection:
-        """Move a corrupt file aside and start an empty cache: a cache is never worth failing a run for."""
+    @staticmethod
+    def _set_up(connection: sqlite3.Connection, patience: float) -> None:
+        connection.execute(f"PRAGMA busy_timeout = {max(100, math.ceil(patience * 1000))}")
+        # Only switch when needed: the switch takes an exclusive lock and skips the busy handler.
+        if str(connection.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        present = {
+            row[0]
+            for row in connection.execute(
+                "SELECT name FROM sqlite_master WHERE name IN ('responses', 'responses_accessed')"
+            )
+        }
+        if len(present) < 2:
+            # One transaction with the write lock taken up front, so the busy handler covers it.
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        connection.execute("ROLLBACK")
+                raise
+        connection.execute("SELECT count(*) FROM responses").fetchone()
+
+    def _set_busy_timeout(self, connection: sqlite3.Connection, seconds: float) -> None:
+        # Rounded up to a tenth of a second, so that calls in a row set the same value and skip the pragma.
+        milliseconds = max(100, math.ceil(seconds * 10) * 100)
+        if milliseconds != self._busy_ms:
+            connection.execute(f"PRAGMA busy_timeout = {milliseconds}")
+            self._busy_ms = milliseconds
+
+    def _move_aside(self, error: Exception) -> None:
+        """Move a corrupt file aside so that the next connection starts an empty cache: a cache is never worth
+        failing a run for."""
         log.warning("model cache %s is unreadable (%s); starting a new one", self.path, error)
         if self._connection is not None:
             with contextlib.suppress(sqlite3.Error):
@@ -115,29 +204,67 @@ class ResponseCache:
             broken = self.path.with_name(self.path.name + suffix)
             if broken.is_file():
                 broken.replace(broken.with_name(f"{broken.name}.corrupt-{stamp}"))
-        return self._connect()
 
-    def _run(self, action: Any) -> Any:
+    def _disable(self, error: Exception) -> None:
+        # A location we cannot use (a directory, a file where a folder should be, no permission):
+        # carry on without a cache, and say so once.
+        self._unusable = True
+        log.warning("model cache disabled: cannot use %s (%s)", self.path, error)
+
+    def _run(self, action: Callable[[sqlite3.Connection], Any], *, write: bool) -> Any:
         with self._lock:
             if self._unusable:
                 return None
-            try:
-                return action(self._connect())
-            except (CacheUnusable, OSError) as error:
-                # A location we cannot use (a directory, a file where a folder should be, no permission):
-                # carry on without a cache, and say so once.
-                self._unusable = True
-                log.warning("model cache disabled: cannot use %s (%s)", self.path, error)
-                return None
-            except sqlite3.DatabaseError as error:
-                if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
-                    log.info("model cache busy (%s); skipping it for this call", error)
-                    return None
+            backoff = _Backoff(_WRITE_PATIENCE if write else _READ_PATIENCE)
+            rebuilt = False
+            while True:
                 try:
-                    return action(self._rebuild(error))
-                except sqlite3.Error as again:
-                    log.warning("model cache unusable (%s); continuing without it", again)
+                    connection = self._connect()
+                    self._set_busy_timeout(connection, backoff.remaining())
+                    if not write:
+                        return action(connection)
+                    return self._transaction(connection, action)
+                except (CacheUnusable, OSError) as error:
+                    self._disable(error)
                     return None
+                except sqlite3.DatabaseError as error:
+                    if _is_contention(error):
+                        # Someone else holds the lock: wait and try again, never treat it as corruption.
+                        if backoff.wait():
+                            continue
+                        if write:
+                            log.warning(
+                                "model cache busy for %g s (%s); skipped writing this entry",
+                                _WRITE_PATIENCE,
+                                error,
+                            )
+                        else:
+                            log.info("model cache busy (%s); skipping it for this read", error)
+                        return None
+                    if rebuilt:
+                        log.warning("model cache unusable (%s); continuing without it", error)
+                        return None
+                    rebuilt = True
+                    try:
+                        self._move_aside(error)
+                    except OSError as again:
+                        self._disable(again)
+                        return None
+
+    @staticmethod
+    def _transaction(connection: sqlite3.Connection, action: Callable[[sqlite3.Connection], Any]) -> Any:
+        # IMMEDIATE takes the write lock before anything is read, where the busy handler applies; a deferred
+        # transaction would upgrade a read lock later, which fails at once under contention.
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            result = action(connection)
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+            raise
+        return result
 
     # -- operations ---------------------------------------------------------------------------------------------
 
@@ -146,14 +273,20 @@ class ResponseCache:
             row = connection.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return None
-            connection.execute("UPDATE responses SET accessed = ? WHERE key = ?", (time.time(), key))
+            try:
+                self._set_busy_timeout(connection, _TOUCH_PATIENCE)
+                connection.execute("UPDATE responses SET accessed = ? WHERE key = ?", (time.time(), key))
+            except sqlite3.OperationalError as error:
+                # Only recency for eviction is lost; the hit itself is still good.
+                if not _is_contention(error):
+                    raise
             try:
                 value = json.loads(row[0])
             except ValueError:
                 return None
             return value if isinstance(value, dict) else None
 
-        return self._run(action)
+        return self._run(action, write=False)
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         text = json.dumps(value, ensure_ascii=False)
@@ -163,11 +296,15 @@ class ResponseCache:
                 "INSERT OR REPLACE INTO responses (key, value, size, accessed) VALUES (?, ?, ?, ?)",
                 (key, text, len(text.encode("utf-8")), time.time()),
             )
-            self._inserts += 1
+            nonlocal counted
+            if not counted:  # a retried attempt is the same insert
+                self._inserts += 1
+                counted = True
             if self._inserts % _EVICT_EVERY == 1:
                 self._evict(connection)
 
-        self._run(action)
+        counted = False
+        self._run(action, write=True)
 
     def _evict(self, connection: sqlite3.Connection) -> None:
         total = connection.execute("SELECT coalesce(sum(size), 0) FROM responses").fetchone()[0]
@@ -184,7 +321,7 @@ class ResponseCache:
         connection.executemany("DELETE FROM responses WHERE key = ?", doomed)
 
     def evict_now(self) -> None:
-        self._run(self._evict)
+        self._run(self._evict, write=True)
 
     def stats(self) -> dict[str, Any]:
         def action(connection: sqlite3.Connection) -> dict[str, Any]:
@@ -193,7 +330,7 @@ class ResponseCache:
             ).fetchone()
             return {"path": str(self.path), "entries": count, "bytes": size, "max_bytes": self.max_bytes}
 
-        return self._run(action) or {
+        return self._run(action, write=False) or {
             "path": str(self.path),
             "entries": 0,
             "bytes": 0,

@@ -97,9 +97,9 @@ class LLMClient:
             usage.wall_seconds = time.perf_counter() - started
             _runs.reset(token)
 
-    def _record(self, role: str, completion: Completion | None, failed: bool = False) -> None:
+    def _record(self, role: str, completion: Completion | None, error: LLMError | None = None) -> None:
         for usage in (self.usage, *_runs.get()):
-            usage.record(role, completion, failed)
+            usage.record(role, completion, error)
 
     def _count(self, field: str) -> None:
         for usage in (self.usage, *_runs.get()):
@@ -108,15 +108,28 @@ class LLMClient:
     # -- the call -----------------------------------------------------------------------------------------------
 
     async def complete(self, request: Request) -> Completion:
+        configured = self.config.endpoint_for(request.role).base_url
         try:
+            outage = self.pool.outage(configured)
+            if outage is not None:  # found dead a moment ago: say so again without knocking
+                raise outage.repeat(request.role)
             completion = await self._complete(request)
         except LLMError as failure:
             failure.role = failure.role or request.role
-            self._record(request.role, None, failed=True)
-            log.info("model call failed: %s", failure)
+            self._record(request.role, None, failure)
+            if self.pool.note_failure(configured, failure):
+                log.warning("%s", failure)
+            else:
+                log.log(logging.DEBUG if failure.repeated else logging.INFO, "model call failed: %s", failure)
             raise
+        self.pool.note_success(configured)
         self._record(request.role, completion)
         return completion
+
+    def retry_now(self) -> None:
+        """Try endpoints found dead again from the next call on (the user asked for something, or settings
+        changed)."""
+        self.pool.retry_now()
 
     async def _complete(self, request: Request) -> Completion:
         config = self.config.endpoint_for(request.role)
@@ -345,9 +358,21 @@ class LLMClient:
                 )
                 failure.__cause__ = error
             except openai.APIConnectionError as error:
-                failure = LLMError(
-                    FailureKind.UNAVAILABLE, unavailable_message(call.endpoint.base_url), call.request.role
-                )
+                crash = await self.pool.crash_of(call.endpoint)
+                if crash is not None:  # a dead process does not come back by asking again
+                    raise LLMError(FailureKind.CRASHED, crash, call.request.role, attempt) from error
+                if _could_not_connect(error):
+                    failure = LLMError(
+                        FailureKind.UNAVAILABLE,
+                        unavailable_message(call.endpoint.base_url),
+                        call.request.role,
+                    )
+                else:  # it accepted the request, then dropped it: a fault of this call, not a dead endpoint
+                    failure = LLMError(
+                        FailureKind.SERVER_ERROR,
+                        f"{call.endpoint.base_url} closed the connection without answering",
+                        call.request.role,
+                    )
                 failure.__cause__ = error
             except openai.APIStatusError as error:
                 status = error.status_code
@@ -418,6 +443,15 @@ def _answer_of(response: Any) -> _Answer:
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
     )
+
+
+def _could_not_connect(error: openai.APIConnectionError) -> bool:
+    """Nothing listens there (refused, unreachable), as opposed to a connection that broke mid-request. By
+    class name: the openai package has moved between HTTP libraries (httpx, httpx2) with the same names."""
+    names = {kind.__name__ for kind in type(error.__cause__).__mro__} if error.__cause__ else set()
+    if names & {"ConnectError", "ConnectTimeout"}:
+        return True
+    return "TransportError" not in names  # an unknown cause: assume the worst, as before
 
 
 def _refuses_format(status: int, error: openai.APIStatusError) -> bool:

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 
 from .types import StructuredMode
 
 AUTO = "auto"
 VLLM_DEFAULT_URL = "http://localhost:8000/v1"
+INSTALL_HINT = "pip install 'margin[local]'"  # the embedded default model
+
+
+class EndpointKind(StrEnum):
+    """What an endpoint setting reaches."""
+
+    SERVER = "server"  # a model server: vLLM, llama.cpp, OpenAI...
+    EMBEDDED = "embedded"  # the small model margin starts itself
+    NONE = "none"  # nothing: auto, with no server on localhost:8000 and no embedded model installed
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from . import embedded
 from .client import LLMClient
 from .config import LLMConfig
 from .endpoints import probe, unavailable_message
-from .types import FailureKind, LLMError, Priority, Request
+from .types import ANSWERED_FAILURES, FailureKind, LLMError, Priority, Request
 
 _PROBE_SCHEMA = {
     "type": "object",
@@ -70,9 +70,6 @@ async def diagnose(config: LLMConfig) -> DoctorReport:
     return DoctorReport(reports, cache_stats, embedded.available())
 
 
-_ANSWERED = frozenset({FailureKind.INVALID_OUTPUT, FailureKind.TRUNCATED, FailureKind.EMPTY})
-
-
 async def _check(client: LLMClient, roles: list[str]) -> EndpointReport:
     role = "doctor" if roles == ["default"] else roles[0]
     report = EndpointReport(roles=roles)
@@ -85,6 +82,9 @@ async def _check(client: LLMClient, roles: list[str]) -> EndpointReport:
         report.embedded = endpoint.embedded
         found = await probe(endpoint.base_url, endpoint.api_key)
         if not found.present:  # fail fast, with the ways out, instead of retrying a dead server
+            crash = await client.pool.crash_of(endpoint)
+            if crash is not None:
+                raise LLMError(FailureKind.CRASHED, crash)
             raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(endpoint.base_url))
         report.model = await endpoint.model_for(config.model)
         report.models = endpoint.models or [report.model]
@@ -104,7 +104,7 @@ async def _check(client: LLMClient, roles: list[str]) -> EndpointReport:
         )
         report.round_trip_seconds = time.perf_counter() - started
     except LLMError as failure:
-        if failure.kind in _ANSWERED:
+        if failure.kind in ANSWERED_FAILURES:
             report.round_trip_seconds = time.perf_counter() - started
             report.warning = f"answered, but not with usable JSON ({failure.kind.value}: {failure.args[0]})"
         else:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
+import ssl
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -13,12 +16,16 @@ import httpx
 from openai import AsyncOpenAI
 
 from . import embedded
-from .config import AUTO, VLLM_DEFAULT_URL, EndpointConfig
+from .config import AUTO, VLLM_DEFAULT_URL, EndpointConfig, EndpointKind
 from .limiter import PriorityLimiter
-from .types import FailureKind, LLMError, StructuredMode
+from .types import NO_MODEL_FAILURES, FailureKind, LLMError, StructuredMode
 
 log = logging.getLogger("margin.llm.endpoints")
 PROBE_TIMEOUT = 1.5
+# After an endpoint was found dead (nothing answers, or the embedded server crashed), calls to it fail at once
+# with the same message for this long, instead of each paying for retries and filling the log; a command the
+# user runs, or new settings, try again sooner (EndpointPool.retry_now).
+OUTAGE_SECONDS = 60.0
 
 
 def unavailable_message(url: str) -> str:
@@ -43,10 +50,18 @@ class Probe:
         return self.models is not None or self.busy
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every probe: building one reads the CA bundle (about 20 ms), and a probe runs on the
+    event loop."""
+    return ssl.create_default_context()
+
+
 async def probe(base_url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT) -> Probe:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    verify: ssl.SSLContext | bool = _tls_context() if base_url.startswith("https:") else False
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
+        async with httpx.AsyncClient(timeout=timeout, verify=verify) as client:
             response = await client.get(base_url.rstrip("/") + "/models", headers=headers)
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL):
         return Probe(None)
@@ -96,14 +111,23 @@ class Endpoint:
     api_key: str | None = field(default=None, repr=False)
     timeout: float = 120.0
     _discovery: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    _discovery_failure: tuple[LLMError, float] | None = field(default=None, repr=False)
 
     async def model_for(self, configured: str | None) -> str:
         if configured:
             return configured
         if self.models is None:
+            waiting_since = time.monotonic()
             async with self._discovery:  # once per endpoint: concurrent first calls wait for the one listing
+                failure = self._discovery_failure
+                if failure is not None and failure[1] >= waiting_since:
+                    raise failure[0]  # it failed while we waited: the same answer, without asking again
                 if self.models is None:
-                    await self._discover()
+                    try:
+                        await self._discover()
+                    except LLMError as error:
+                        self._discovery_failure = (error, time.monotonic())
+                        raise
         if not self.models:
             raise LLMError(FailureKind.UNAVAILABLE, f"{self.base_url} lists no models; set margin.llm.model")
         return self.models[0]
@@ -119,14 +143,62 @@ class Endpoint:
         self.models = found.models
 
 
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """An endpoint found dead: the failure to repeat, and until when."""
+
+    error: LLMError
+    until: float
+
+    def repeat(self, role: str) -> LLMError:
+        return LLMError(self.error.kind, self.error.message, role, repeated=True)
+
+
 class EndpointPool:
     """Endpoints by URL, shared by every document and pipeline of the process."""
 
-    def __init__(self, embedded_log: Path | None = None) -> None:
+    def __init__(self, embedded_log: Path | None = None, outage_seconds: float = OUTAGE_SECONDS) -> None:
         self._endpoints: dict[str, Endpoint] = {}
         self._auto: str | None = None
         self._lock = asyncio.Lock()
         self._embedded_log = embedded_log
+        self._outages: dict[str, Outage] = {}  # by configured URL ("auto" included)
+        self.outage_seconds = outage_seconds
+
+    # -- outages ------------------------------------------------------------------------------------------------
+
+    def outage(self, configured_url: str) -> Outage | None:
+        """The current outage of an endpoint as configured, if it was found dead less than a while ago."""
+        outage = self._outages.get(configured_url)
+        if outage is not None and time.monotonic() >= outage.until:
+            del self._outages[configured_url]
+            return None
+        return outage
+
+    def current_outages(self) -> list[Outage]:
+        return [outage for url in list(self._outages) if (outage := self.outage(url)) is not None]
+
+    def note_failure(self, configured_url: str, error: LLMError) -> bool:
+        """Remember a failure that means nothing answers there; True when it starts a new outage."""
+        if error.kind not in NO_MODEL_FAILURES or error.repeated:
+            return False
+        new = self.outage(configured_url) is None
+        self._outages[configured_url] = Outage(error, time.monotonic() + self.outage_seconds)
+        return new
+
+    def note_success(self, configured_url: str) -> None:
+        self._outages.pop(configured_url, None)
+
+    def retry_now(self) -> None:
+        """Forget every outage: the next call tries the endpoint again (a command, new settings)."""
+        self._outages.clear()
+
+    async def crash_of(self, endpoint: Endpoint) -> str | None:
+        """If this is the embedded model's endpoint and its server died, what happened (with its log)."""
+        server = embedded.shared_server_at(endpoint.base_url)
+        if server is None or not await asyncio.to_thread(server.died, 1.0):
+            return None
+        return server.crash_message("while answering a request")
 
     async def get(self, config: EndpointConfig) -> Endpoint:
         async with self._lock:
@@ -157,13 +229,12 @@ class EndpointPool:
 
     @staticmethod
     def _is_embedded(base_url: str) -> bool:
-        server = embedded._shared
-        return server is not None and server.base_url == base_url
+        return embedded.shared_server_at(base_url) is not None
 
     @staticmethod
     def _embedded_died(base_url: str) -> bool:
-        server = embedded._shared
-        if server is None or server.base_url != base_url:
+        server = embedded.shared_server_at(base_url)
+        if server is None:
             return False
         return server.process is None or server.process.poll() is not None
 
@@ -185,9 +256,12 @@ class EndpointPool:
             raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(VLLM_DEFAULT_URL))
         try:
             server = await embedded.shared_server(self._embedded_log)
+        except embedded.EmbeddedServerCrashed as crash:
+            raise LLMError(FailureKind.CRASHED, str(crash)) from crash
         except RuntimeError as error:
             raise LLMError(
-                FailureKind.UNAVAILABLE, f"{unavailable_message(VLLM_DEFAULT_URL)} ({error})"
+                FailureKind.UNAVAILABLE,
+                f"No LLM server answered at {VLLM_DEFAULT_URL}, and the embedded model could not start: {error}",
             ) from error
         log.info(
             "no LLM server at %s; using the embedded model %s at %s (a small model: fine for trying margin, "
@@ -198,6 +272,18 @@ class EndpointPool:
         )
         self._auto = server.base_url
         return self._auto
+
+    async def kind_of(self, config: EndpointConfig) -> EndpointKind:
+        """What a call with this configuration would reach, without starting anything: a model server, the
+        embedded model, or nothing (auto with no server on localhost:8000 and no embedded model installed)."""
+        if config.base_url != AUTO:
+            return EndpointKind.SERVER
+        if self._auto is not None:
+            return EndpointKind.EMBEDDED if self._is_embedded(self._auto) else EndpointKind.SERVER
+        api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
+        if (await probe(VLLM_DEFAULT_URL, api_key)).present:
+            return EndpointKind.SERVER
+        return EndpointKind.EMBEDDED if embedded.available() else EndpointKind.NONE
 
     def endpoints(self) -> list[Endpoint]:
         return list(self._endpoints.values())

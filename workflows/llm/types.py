@@ -87,6 +87,7 @@ class Completion:
 
 class FailureKind(StrEnum):
     UNAVAILABLE = "unavailable"  # nothing answers at the endpoint
+    CRASHED = "crashed"  # the embedded model server died (a signal or an exit status)
     TIMEOUT = "timeout"
     RATE_LIMITED = "rate_limited"
     SERVER_ERROR = "server_error"
@@ -96,14 +97,28 @@ class FailureKind(StrEnum):
     EMPTY = "empty"
 
 
+# Failures that say no model can answer at all, rather than that one call went wrong: an endpoint that gives one
+# is left alone for a while (see EndpointPool's outages), and a run that meets one says so plainly.
+NO_MODEL_FAILURES = frozenset({FailureKind.UNAVAILABLE, FailureKind.CRASHED})
+# Failures where the model did answer, but with nothing usable.
+ANSWERED_FAILURES = frozenset({FailureKind.INVALID_OUTPUT, FailureKind.TRUNCATED, FailureKind.EMPTY})
+
+
 class LLMError(Exception):
     """A typed failure of a model call. Pipelines catch this; it never reaches the editor."""
 
-    def __init__(self, kind: FailureKind, message: str, role: str = "", attempts: int = 1) -> None:
+    def __init__(
+        self, kind: FailureKind, message: str, role: str = "", attempts: int = 1, repeated: bool = False
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.role = role
         self.attempts = attempts
+        self.repeated = repeated  # the same outage as an earlier call's, answered without a request
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
 
     def __str__(self) -> str:
         prefix = f"{self.role}: " if self.role else ""
@@ -124,12 +139,16 @@ class Usage:
     retries: int = 0
     wall_seconds: float = 0.0
     by_role: dict[str, dict[str, int]] = field(default_factory=dict)
+    failure_kinds: dict[str, int] = field(default_factory=dict)
+    first_failure: str = ""  # the first failed call's message, as the user should read it
 
-    def record(self, role: str, completion: Completion | None, failed: bool = False) -> None:
+    def record(self, role: str, completion: Completion | None, error: LLMError | None = None) -> None:
         counts = self.by_role.setdefault(role, {"calls": 0, "cache_hits": 0, "tokens": 0, "failures": 0})
-        if failed:
+        if error is not None:
             self.failures += 1
             counts["failures"] += 1
+            self.failure_kinds[error.kind.value] = self.failure_kinds.get(error.kind.value, 0) + 1
+            self.first_failure = self.first_failure or str(error)
             return
         assert completion is not None
         if completion.cached:
@@ -154,7 +173,22 @@ class Usage:
             "retries": self.retries,
             "wall_seconds": round(self.wall_seconds, 3),
             "by_role": self.by_role,
+            "failure_kinds": self.failure_kinds,
         }
+
+    @property
+    def answered(self) -> int:
+        """Calls that got an answer from a model (now or from the cache)."""
+        return self.calls + self.cache_hits
+
+    @property
+    def no_model_answered(self) -> bool:
+        """Every call failed, and none because of what a model said: nothing answered at all."""
+        return (
+            self.failures > 0
+            and self.answered == 0
+            and not set(self.failure_kinds) & {kind.value for kind in ANSWERED_FAILURES}
+        )
 
     def summary(self) -> str:
         return (

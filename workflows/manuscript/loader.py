@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .latex.project import LatexProject, find_root
-from .markdown.parse import MarkdownProject, manubot_files
 from .model import Manuscript, Severity
 from .source import SourceFile, UnreadableFile
 from .sources import SourceProvider
+
+# Each format's parser is imported when a file of that format is first loaded: `margin check paper.md` never
+# imports the LaTeX parser (nor pylatexenc), and the server starts without either.
+if TYPE_CHECKING:
+    from .latex.project import LatexProject
+    from .markdown.parse import MarkdownProject
 
 LATEX_SUFFIXES = frozenset({".tex", ".ltx", ".latex"})
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".qmd", ".rmd"})
@@ -28,14 +33,32 @@ class ManuscriptLoader:
 
     def __init__(self, provider: SourceProvider | None = None) -> None:
         self.provider = provider or SourceProvider()
-        self.latex = LatexProject(self.provider)
-        self.markdown = MarkdownProject()
+        self._latex: LatexProject | None = None
+        self._markdown_project: MarkdownProject | None = None
+
+    @property
+    def latex(self) -> LatexProject:
+        if self._latex is None:
+            from .latex.project import LatexProject
+
+            self._latex = LatexProject(self.provider)
+        return self._latex
+
+    @property
+    def markdown(self) -> MarkdownProject:
+        if self._markdown_project is None:
+            from .markdown.parse import MarkdownProject
+
+            self._markdown_project = MarkdownProject()
+        return self._markdown_project
 
     def load(self, source: SourceFile, language: str | None = None) -> Manuscript:
         """The manuscript `source` belongs to: its LaTeX root, its Manubot folder, or the file alone."""
         kind = language or manuscript_format(source.display_name) or "latex"
         if kind == "markdown":
             return self._markdown(source)
+        from .latex.project import find_root
+
         root = find_root(source, self.provider)
         if root is not None:
             try:
@@ -50,6 +73,8 @@ class ManuscriptLoader:
     def load_path(self, path: Path) -> tuple[Manuscript, list[str]]:
         """Load from disk: a file, or a Manubot content/ folder. Raises UnreadableFile; returns warnings."""
         if path.is_dir():
+            from .markdown.parse import manubot_files
+
             files = manubot_files(path) or sorted(p for p in path.glob("*.md"))
             if not files:
                 raise UnreadableFile(f"{path} is a folder with no Markdown files")
@@ -61,6 +86,8 @@ class ManuscriptLoader:
         return manuscript, [warning] if warning else []
 
     def _markdown(self, source: SourceFile) -> Manuscript:
+        from .markdown.parse import manubot_files
+
         path = source.path
         files = manubot_files(path) if path is not None else None
         if not files:

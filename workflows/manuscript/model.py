@@ -18,6 +18,8 @@ CITATION = "[citation]"
 REFERENCE = "[reference]"
 URL = "[url]"
 CODE = "[code]"
+_PLACEHOLDERS = re.compile(r"\[(?:math|citation|reference|url|code)\]")
+_WORD = re.compile(r"[^\W\d_]{2,}")
 
 
 class ParagraphKind(StrEnum):
@@ -32,6 +34,11 @@ class Severity(StrEnum):
     ERROR = "error"
     WARNING = "warning"
     INFORMATION = "information"
+
+
+def has_words(text: str) -> bool:
+    """Whether plain text has prose in it (not just placeholders, numbers and punctuation)."""
+    return _WORD.search(_PLACEHOLDERS.sub(" ", text)) is not None
 
 
 def paragraph_id(text: str) -> str:

@@ -486,7 +486,7 @@ async def simplify_paragraph(
             await run[loop](society.entered[loop])
         except LLMError as error:
             transcript.note(f"the {loop} loop stopped: {error}")
-            if error.kind in (FailureKind.UNAVAILABLE, FailureKind.TIMEOUT):
+            if error.kind in (FailureKind.UNAVAILABLE, FailureKind.CRASHED, FailureKind.TIMEOUT):
                 break  # nothing answers (in time): the other loops would wait and fail the same way
     if society.rewrites == 0:
         if not team.failures:

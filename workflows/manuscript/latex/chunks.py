@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 
-from ..model import CITATION, CODE, MATH, REFERENCE, URL, ParagraphKind, paragraph_id
+# has_words lives in the model so that the Markdown parser need not import this module (and pylatexenc).
+from ..model import CITATION, CODE, MATH, REFERENCE, URL, ParagraphKind, has_words, paragraph_id
 from ..offsets import OffsetMap, TextBuilder
 from . import macros as m
 
@@ -70,8 +71,6 @@ _MARGIN_OFF = re.compile(r"%\s*margin:\s*off\b", re.I)
 _MARGIN_ON = re.compile(r"(?<!\\)%\s*margin:\s*on\b", re.I)
 _SINGLE_DOLLAR = re.compile(r"(?<!\\)\$")
 _DOUBLE_DOLLAR = re.compile(r"(?<!\\)\$\$")
-_WORD = re.compile(r"[^\W\d_]{2,}")
-_PLACEHOLDERS = re.compile(r"\[(?:math|citation|reference|url|code)\]")
 _ACCENT_SYMBOLS = frozenset("'`^\"~=.")
 _MAX_EXPANSION_DEPTH = 8
 _MAX_EXPANSION_LENGTH = 10_000
@@ -137,11 +136,6 @@ class ProblemEvent:
 
 
 Event = HeadingEvent | TitleEvent | ParagraphEvent | IncludeEvent | ProblemEvent
-
-
-def has_words(text: str) -> bool:
-    """Whether plain text has prose in it (not just placeholders, numbers and punctuation)."""
-    return _WORD.search(_PLACEHOLDERS.sub(" ", text)) is not None
 
 
 @lru_cache(maxsize=256)

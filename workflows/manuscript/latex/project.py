@@ -106,6 +106,7 @@ class LatexProject:
         self.provider = provider or SourceProvider()
         self.cache = cache or ChunkCache()
         self._macro_cache: dict[str, tuple[str, MacroTable]] = {}
+        self._manuscript_tables: dict[str, MacroTable] = {}
 
     def parse(self, root: SourceFile) -> Manuscript:
         assembler = ManuscriptAssembler(root.uri)
@@ -149,6 +150,12 @@ class LatexProject:
                 if included.uri not in seen:
                     seen.add(included.uri)
                     pending.append((included, depth + 1))
+        # The same table object as last time when nothing changed: the chunk cache's keys then compare it by
+        # identity, not macro by macro for every chunk of every keystroke.
+        previous = self._manuscript_tables.get(root.uri)
+        if previous is not None and previous == table:
+            return previous
+        self._manuscript_tables[root.uri] = table
         return table
 
     # -- files -------------------------------------------------------------------------------------------------

@@ -19,8 +19,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from ..assemble import ManuscriptAssembler
-from ..latex.chunks import has_words
-from ..model import Manuscript, ParagraphKind, paragraph_id
+from ..model import Manuscript, ParagraphKind, has_words, paragraph_id
 from ..offsets import OffsetMap, TextBuilder
 from ..source import SourceFile
 from .inline import InlineAligner
