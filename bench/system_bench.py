@@ -4,10 +4,15 @@
                     [--rewrite-paragraphs 4] [--latency 0.2] [--concurrency 8] [--documents 20] ...
 
 Sections (each reuses the benchmark script named, with more modest defaults; see --help for the options):
+- startup (startup_bench.py): `margin --version`, `margin check` on a short Markdown file, and the server's
+  start until it answers `initialize`, each a fresh process;
 - parse (parse_bench.py): cold parse and a one-character edit + full re-analysis of fixtures/large/large.tex and
   large.md, in this process;
 - lsp (lsp_bench.py): the real server over stdio: didOpen of large.tex until its first diagnostics, and a pull
   of diagnostics after a one-character edit (review.trigger "manual": the editor path alone);
+- editor (lsp_bench.py): the real paper fixtures/real/celerite/ms.tex with default settings: didOpen sent right
+  after `initialized` until the first diagnostics, and pulls after one-character edits while no model answers,
+  while the test endpoint reviews, and while the embedded model reviews (when installed);
 - review (review_bench.py): SWIF2T focused feedback on fixtures/latex/paper per mode (full, fast, single):
   model calls, tokens and wall time against a stand-in endpoint with a fixed latency per call and a cap on
   concurrent requests, concurrently and one call at a time, and their ratio;
@@ -17,7 +22,9 @@ Sections (each reuses the benchmark script named, with more modest defaults; see
   request), then after a one-paragraph edit (only that paragraph should send requests), requests counted at
   the endpoint and attributed to paragraphs;
 - memory (memory_bench.py): the server's peak memory (VmHWM) and VmRSS with 20 copies of large.tex open, and
-  with 20 distinct documents of that size.
+  with 20 distinct documents of that size;
+- embedded (embedded_bench.py): the embedded model's tokens/s with margin's thread count and with every core,
+  on an idle machine and beside a process that keeps one core busy.
 
 Tokens are the stand-in's count (words). The table's figures are also in --json, with each section's raw
 results. The exit status is 1 if a measurement failed (an error, or a scripted pipeline that did not run its
@@ -43,12 +50,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 LARGE_TEX = ROOT / "fixtures" / "large" / "large.tex"
 LARGE_MD = ROOT / "fixtures" / "large" / "large.md"
-SECTIONS = ("parse", "lsp", "review", "rewrite", "cache", "memory")
+REAL_PAPER = ROOT / "fixtures" / "real" / "celerite" / "ms.tex"
+SECTIONS = ("startup", "parse", "lsp", "editor", "review", "rewrite", "cache", "memory", "embedded")
 
 # Targets from the design (README, Performance): above them a figure is listed as a finding.
 PARSE_COLD_TARGET_MS = 300.0
 PARSE_EDIT_TARGET_MS = 20.0
-LSP_PULL_TARGET_MS = 50.0
+LSP_PULL_TARGET_MS = 25.0
+FIRST_OPEN_TARGET_MS = 400.0
+STARTUP_TARGETS_MS = {"margin --version": 150.0, "margin check": 400.0, "server start": 600.0}
 
 REWRITE_LABELS = {
     "soms": "Simplify paragraph (SoMS), 1 paragraph",
@@ -163,6 +173,118 @@ def lsp_section(options: argparse.Namespace, report: Report) -> None:
         report.findings.append(
             f"lsp: pull after an edit p95 {pull} ms is over its {LSP_PULL_TARGET_MS:g} ms target"
         )
+
+
+def startup_section(options: argparse.Namespace, report: Report) -> None:
+    import startup_bench
+
+    _progress("startup: margin --version, margin check, server start to initialize")
+    rows = startup_bench.startup_rows(options.startup_runs)
+    report.sections["startup"] = [{"measure": measure, "figure": figure} for measure, figure in rows]
+    for measure, figure in rows:
+        milliseconds = float(figure.split()[0])
+        target = next((value for key, value in STARTUP_TARGETS_MS.items() if measure.startswith(key)), None)
+        report.add(
+            "startup", measure, milliseconds, "ms", f"median of {options.startup_runs}; target {target:g} ms"
+        )
+        if target is not None and milliseconds > target:
+            report.findings.append(f"startup: {measure} {milliseconds:g} ms is over its {target:g} ms target")
+
+
+def editor_section(options: argparse.Namespace, report: Report) -> None:
+    """The editor with default settings on a real paper: the first open right after `initialized`, and pulls
+    after edits while nothing answers, while a model server reviews, and while the embedded model reviews."""
+    import lsp_bench
+    from stand_in import stand_in
+
+    from margin.workflows.llm import embedded
+
+    name = REAL_PAPER.name
+    results: dict[str, Any] = {"file": str(REAL_PAPER.relative_to(ROOT))}
+    _progress(f"editor: {name} opened right after initialized")
+    opens = [asyncio.run(lsp_bench.first_open_ms(REAL_PAPER)) for _ in range(3)]
+    results["first_open_ms"] = [round(value, 1) for value in opens]
+    first = round(sorted(opens)[1], 1)
+    report.add(
+        "editor",
+        f"{name}: didOpen right after initialized -> first diagnostics",
+        first,
+        "ms",
+        f"median of 3 fresh servers, default settings; target {FIRST_OPEN_TARGET_MS:g} ms",
+    )
+    if first > FIRST_OPEN_TARGET_MS:
+        report.findings.append(
+            f"editor: first open {first} ms is over its {FIRST_OPEN_TARGET_MS:g} ms target"
+        )
+
+    conditions = [("no model answers", "none"), ("a model server reviews (test endpoint)", "server")]
+    if embedded.available():
+        conditions.append(("the embedded model reviews (after a save)", "embedded"))
+    for label, kind in conditions:
+        _progress(f"editor: pulls after edits while {label}")
+        no_cache = {"cache": {"enabled": False}}
+        if kind == "none":
+            result = asyncio.run(
+                lsp_bench.pulls_while_reviewing(
+                    REAL_PAPER, {"llm": {"endpoint": lsp_bench.DEAD_ENDPOINT}}, options.lsp_edits
+                )
+            )
+        elif kind == "server":
+            with stand_in(
+                options.endpoint, options.latency, options.concurrency, "review_bench:scripted_rules"
+            ) as server:
+                result = asyncio.run(
+                    lsp_bench.pulls_while_reviewing(
+                        REAL_PAPER, {"llm": {"endpoint": server.base_url}, **no_cache}, options.lsp_edits
+                    )
+                )
+        else:
+            result = asyncio.run(
+                lsp_bench.pulls_while_reviewing(REAL_PAPER, no_cache, options.lsp_edits, save_first=True)
+            )
+        results[kind] = result
+        pull = float(result["pull_after_edit_ms_p95"])
+        running = f"{result['reviews_running_before']} reviews running when the edits began"
+        if result["problem"]:
+            running += "; the server reported the endpoint down once"
+        report.add(
+            "editor",
+            f"pull after an edit, p95, while {label}",
+            pull,
+            "ms",
+            f"median {result['pull_after_edit_ms_median']} ms over {options.lsp_edits} edits; {running}; "
+            f"target {LSP_PULL_TARGET_MS:g} ms",
+        )
+        if pull > LSP_PULL_TARGET_MS:
+            report.findings.append(
+                f"editor: pull p95 {pull} ms while {label} is over {LSP_PULL_TARGET_MS:g} ms"
+            )
+        if kind != "none" and not result["reviews_running_before"]:
+            report.problems.append(
+                f"editor: no review was running while {label}: the figure measures nothing"
+            )
+    report.sections["editor"] = results
+
+
+def embedded_section(options: argparse.Namespace, report: Report) -> None:
+    import embedded_bench
+
+    from margin.workflows.llm import embedded
+
+    if not embedded.available():
+        report.add("embedded", "tokens/s", "not installed", "", f"{embedded.INSTALL_HINT}")
+        return
+    _progress("embedded: tokens/s alone and beside a busy process")
+    results = embedded_bench.run(options.embedded_tokens, options.embedded_runs)
+    report.sections["embedded"] = results
+    for result in results:
+        threads = f"{result['threads']} of {result['cores']} thread(s)"
+        who = "margin's default" if result["margin_default"] else "every core (before)"
+        for key, when in (
+            ("alone_tokens_per_s", "idle machine"),
+            ("beside_busy_tokens_per_s", "one core busy"),
+        ):
+            report.add("embedded", f"SmolLM2 generation, {threads}, {when}", result[key], "tokens/s", who)
 
 
 def review_section(options: argparse.Namespace, report: Report) -> None:
@@ -298,12 +420,15 @@ def memory_section(options: argparse.Namespace, report: Report) -> None:
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
+    "startup": startup_section,
     "parse": parse_section,
     "lsp": lsp_section,
+    "editor": editor_section,
     "review": review_section,
     "rewrite": rewrite_section,
     "cache": cache_section,
     "memory": memory_section,
+    "embedded": embedded_section,
 }
 
 
@@ -348,6 +473,9 @@ def _settings(options: argparse.Namespace) -> dict[str, Any]:
         "lsp_edits": options.lsp_edits,
         "documents": options.documents,
         "distinct": options.distinct,
+        "startup_runs": options.startup_runs,
+        "embedded_tokens": options.embedded_tokens,
+        "embedded_runs": options.embedded_runs,
     }
 
 
@@ -439,6 +567,9 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--cold-runs", type=int, default=5, help="cold parses per file (5)")
     result.add_argument("--lsp-edits", type=int, default=50, help="edits, each followed by a pull (50)")
     result.add_argument("--documents", type=int, default=20, help="documents open for the memory figure (20)")
+    result.add_argument("--startup-runs", type=int, default=7, help="runs of each start-up measure (7)")
+    result.add_argument("--embedded-tokens", type=int, default=96, help="tokens per embedded request (96)")
+    result.add_argument("--embedded-runs", type=int, default=2, help="requests per embedded condition (2)")
     result.add_argument(
         "--distinct",
         action=argparse.BooleanOptionalAction,

@@ -21,12 +21,7 @@ if TYPE_CHECKING:
 
     from .settings import Settings
 
-EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, EXIT_NOT_REWRITTEN = (
-    exit_status.OK,
-    exit_status.UNREADABLE,
-    exit_status.USAGE,
-    exit_status.NOT_REWRITTEN,
-)
+EXIT_NOT_REWRITTEN = exit_status.NOT_REWRITTEN
 DOCUMENT_MIN_WORDS = 8
 
 
@@ -141,14 +136,14 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
         targets, single = _chosen(manuscript, path.resolve(), arguments)
     except UnreadableFile as error:
         print(f"margin: {error}", file=sys.stderr)
-        return EXIT_UNREADABLE
+        return exit_status.UNREADABLE
     except UsageProblem as error:
         print(f"margin: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_status.USAGE
     taken = _taken_outputs(arguments)
     if taken:
         print(f"margin: {taken} exists; choose another name or pass --force to replace it", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_status.USAGE
     if not targets:
         print(f"margin: {path} has no paragraphs to simplify", file=sys.stderr)
         return EXIT_NOT_REWRITTEN
@@ -202,7 +197,7 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
     _save_transcript(transcript, arguments)
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)
-    return exit_status.worst(EXIT_NOT_REWRITTEN if gave_up else EXIT_OK, exit_status.model_status(usage))
+    return exit_status.worst(EXIT_NOT_REWRITTEN if gave_up else exit_status.OK, exit_status.model_status(usage))
 
 
 async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
@@ -216,11 +211,11 @@ async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
         manuscript = _load(path, settings)
     except UnreadableFile as error:
         print(f"margin: {error}", file=sys.stderr)
-        return EXIT_UNREADABLE
+        return exit_status.UNREADABLE
     taken = _taken_outputs(arguments)
     if taken:
         print(f"margin: {taken} exists; choose another name or pass --force to replace it", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_status.USAGE
     options = settings.lay_options()
     if arguments.iterations is not None:
         options.iterations = arguments.iterations

@@ -170,18 +170,15 @@ class ResponseCache:
             )
         }
         if len(present) < 2:
-            # One transaction with the write lock taken up front, so the busy handler covers it.
-            connection.execute("BEGIN IMMEDIATE")
-            try:
+
+            def create(connection: sqlite3.Connection) -> None:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         connection.execute(statement)
-                connection.execute("COMMIT")
-            except BaseException:
-                if connection.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        connection.execute("ROLLBACK")
-                raise
+
+            ResponseCache._transaction(
+                connection, create
+            )  # the write lock up front: the busy handler applies
         connection.execute("SELECT count(*) FROM responses").fetchone()
 
     def _set_busy_timeout(self, connection: sqlite3.Connection, seconds: float) -> None:

@@ -1,0 +1,40 @@
+"""The README's first screen stays true: "Try it" comes first and runs commands that exist, and its test
+command is the one CI runs."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from margin.server.cli import _parser
+
+from conftest import REPO
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def shell_blocks() -> list[str]:
+    return [block.strip() for block in re.findall(r"^```sh\n(.*?)^```", README, re.S | re.M)]
+
+
+def test_try_it_is_on_the_first_screen() -> None:
+    first_screen = README.splitlines()[:12]
+    assert "## Try it" in first_screen
+
+
+def test_the_try_it_command_sets_up_and_runs_margin_commands_that_exist() -> None:
+    try_it = shell_blocks()[0]
+    steps = [step.strip() for step in try_it.split("&&")]
+    assert steps[0] == "python3 -m venv .venv"
+    assert steps[1] == ".venv/bin/pip install -e '.[local]'"
+    for step in steps[2:]:
+        words = shlex.split(step)
+        assert words[0] == ".venv/bin/margin"
+        _parser().parse_args(words[1:])  # exits (and fails the test) on an unknown command or option
+
+
+def test_the_test_command_is_what_ci_runs() -> None:
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    test_command = shell_blocks()[1]
+    assert test_command.startswith("python3 -m venv .venv && .venv/bin/pip install -e '.[test,local]'")
+    assert test_command in ci
