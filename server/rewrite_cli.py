@@ -197,7 +197,9 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
     _save_transcript(transcript, arguments)
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)
-    return exit_status.worst(EXIT_NOT_REWRITTEN if gave_up else exit_status.OK, exit_status.model_status(usage))
+    return exit_status.worst(
+        EXIT_NOT_REWRITTEN if gave_up else exit_status.OK, exit_status.model_status(usage)
+    )
 
 
 async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:

@@ -163,6 +163,15 @@ SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec("review.planJudge", "boolean", False, "Also let a model rate the candidate plans."),
     SettingSpec(
+        "review.maxFindings",
+        "integer",
+        1,
+        "Findings per paragraph: one, the most important, as in the SWIF2T paper (models asked for several "
+        "invent weaknesses); up to three.",
+        minimum=1,
+        maximum=3,
+    ),
+    SettingSpec(
         "review.minWords",
         "integer",
         25,
@@ -414,6 +423,7 @@ class Settings:
             candidates=int(values["review.candidatePlans"]),
             judge=bool(values["review.planJudge"]),
             min_words=int(values["review.minWords"]),
+            max_findings=int(values["review.maxFindings"]),
         )
 
     def section(self, name: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from margin.server.cli import main
+from margin.server.exit_status import NO_MODEL
 from margin.workflows.evaluation.datasets import (
     AGENTSIMP,
     FEEDBACK,
@@ -160,6 +161,27 @@ def test_an_example_cut_short_by_a_killed_run_is_run_again(scripted: ScriptedFac
     prompts = [request.prompt for request in endpoint.calls()]
     assert prompts and not any("reduced mortality" in prompt for prompt in prompts)  # s1 was kept
     assert any("older patients" in prompt for prompt in prompts)  # s2 ran again
+
+
+def test_a_run_whose_model_is_down_exits_3_scores_nothing_and_is_retried_next_time(
+    scripted: ScriptedFactory, tmp_path: Path, dead_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dataset = write_jsonl(tmp_path / "pairs.jsonl", SIMPLIFICATION)
+    out = tmp_path / "out"
+    arguments = ["eval", SOMS, "--dataset", str(dataset), "--out", str(out), "--model", SCRIPTED_MODEL]
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"margin": {"llm": {"retries": 0}}}), encoding="utf-8")
+
+    assert main([*arguments, "--endpoint", dead_url, "--no-cache", "--settings", str(settings)]) == NO_MODEL
+    err = capsys.readouterr().err
+    assert "no model answered" in err and "2 of 2 example(s) failed and are not scored" in err
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["completed"] == 0
+
+    endpoint = scripted(*rewrite_rules())  # the model is back: the failed examples run now
+    assert run_eval(endpoint, *arguments[1:6]) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert (summary["completed"], summary["resumed"]) == (2, 0)
+    assert endpoint.calls()
 
 
 def test_lay_eval_reports_readability_and_plots_it_per_iteration(

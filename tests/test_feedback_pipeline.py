@@ -1048,7 +1048,7 @@ async def test_duplicate_findings_are_removed(
         finding_json(OTHER_QUOTE, "Soundness"),
     )
     result = await harness.review(
-        [Rule(role="reviewer", replies=[reply])], target, paper_context, mode=Mode.SINGLE
+        [Rule(role="reviewer", replies=[reply])], target, paper_context, mode=Mode.SINGLE, max_findings=3
     )
     assert len(harness.requests("reviewer")) == 1
     assert [(f.label, f.quote) for f in result.findings] == [
@@ -1093,7 +1093,7 @@ async def test_findings_are_valid_spans_of_the_paragraph_with_their_evidence(
     reply = review_reply(
         finding_json(GOOD_QUOTE), finding_json(loosely, "Soundness"), finding_json(paraphrase, "Comparison")
     )
-    result = await harness.review(agents(reviewer=reply), target, paper_context, candidates=1)
+    result = await harness.review(agents(reviewer=reply), target, paper_context, candidates=1, max_findings=3)
 
     assert [f.match for f in result.findings] == ["exact", "normalized", "fuzzy"]
     for finding in result.findings:

@@ -327,7 +327,9 @@ async def review_file(
     reply = review_reply(*(finding_json(quote) for quote in quotes))
     endpoint = without_nagle(scripted(Rule(role="reviewer", replies=[reply])))
     client = llm_clients(feedback_llm_config(endpoint, tmp_path))
-    (result,) = await review_manuscript(manuscript, client, ReviewOptions(mode=Mode.SINGLE, min_words=1))
+    (result,) = await review_manuscript(
+        manuscript, client, ReviewOptions(mode=Mode.SINGLE, min_words=1, max_findings=3)
+    )
     assert len(endpoint.calls("reviewer")) == 1, result.dropped
     assert result.dropped == [] and result.failures == []
     return paragraph, result.findings

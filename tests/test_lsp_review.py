@@ -557,7 +557,8 @@ def margin_settings(
     return {
         "llm": {"endpoint": endpoint_url, "retries": 0, "timeoutSeconds": 30, **(llm or {})},
         "cache": {"path": str(workspace / "cache.sqlite3")},
-        "review": {"mode": "single", **(review or {})},
+        # Up to three findings a paragraph (the default is one): these tests script several per paragraph.
+        "review": {"mode": "single", "maxFindings": 3, **(review or {})},
     }
 
 

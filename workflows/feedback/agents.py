@@ -14,29 +14,43 @@ from margin.workflows.llm.types import Priority, Request
 from margin.workflows.prompts import prompt, render
 
 from .plans import LITERATURE, PAPER, PLAN_SCHEMA, REVIEW, SKIP, Plan, Step
+from .quotes import quote_spans
 from .retrieval import numbered_context
-from .types import Evidence, Passage, Source
+from .types import Evidence, Passage, Source, WeaknessType
 
-REVIEW_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "findings": {
-            "type": "array",
-            "maxItems": 3,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "quote": {"type": "string"},
-                    "label": {"type": "string"},
-                    "review": {"type": "string"},
-                    "reasoning": {"type": "string"},
-                },
-                "required": ["quote", "label", "review", "reasoning"],
-            },
-        }
-    },
-    "required": ["findings"],
-}
+# The reviewer writes its reasoning first, then the quote, the label and the review, as SWIF2T's reviewer does:
+# under constrained decoding the verdict then follows the reasoning instead of preceding it.
+_FINDING_KEYS = ("reasoning", "quote", "label", "review")
+MAX_FINDINGS = 3
+
+
+def review_schema(spans: list[str] | None = None, max_findings: int = MAX_FINDINGS) -> dict[str, Any]:
+    """The reviewer's answer. With `spans`, the strict form a decoder enforces: the quote is one of the
+    paragraph's own sentences or clauses and the label one of the five types, so that an invalid finding cannot
+    be generated. Without, the lenient form validated on our side (quotes are then located in the paragraph,
+    exactly or approximately, and labels parsed as models write them)."""
+    quote: dict[str, Any] = {"type": "string"}
+    label: dict[str, Any] = {"type": "string"}
+    if spans is not None:
+        quote = {"type": "string", "enum": spans} if spans else quote
+        label = {"type": "string", "enum": [member.value for member in WeaknessType]}
+    finding = {
+        "type": "object",
+        "properties": {
+            "reasoning": {"type": "string"},
+            "quote": quote,
+            "label": label,
+            "review": {"type": "string"},
+        },
+        "required": list(_FINDING_KEYS),
+    }
+    findings: dict[str, Any] = {"type": "array", "items": finding}
+    if spans is not None:
+        findings["maxItems"] = max_findings
+    return {"type": "object", "properties": {"findings": findings}, "required": ["findings"]}
+
+
+REVIEW_SCHEMA = review_schema()
 CONTROLLER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -46,14 +60,14 @@ CONTROLLER_SCHEMA: dict[str, Any] = {
     },
     "required": ["explanation", "action"],
 }
-ANSWER_SCHEMA: dict[str, Any] = {
+ANSWER_SCHEMA: dict[str, Any] = {  # the answer first, then whether it answers: decided after writing it
     "type": "object",
     "properties": {
-        "answerable": {"type": "boolean"},
         "answer": {"type": "string"},
         "passages": {"type": "array", "items": {"type": "integer"}},
+        "answerable": {"type": "boolean"},
     },
-    "required": ["answerable", "answer"],
+    "required": ["answer", "answerable"],
 }
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -175,9 +189,14 @@ async def investigate(
     return Evidence(question, answer, source, tuple(cited or passages))
 
 
-def review_messages(paragraph: str, context: str) -> list[dict[str, str]]:
+def review_messages(paragraph: str, context: str, max_findings: int = 1) -> list[dict[str, str]]:
+    how_many = (
+        "Report only the most important weakness"
+        if max_findings == 1
+        else f"Report at most {max_findings} weaknesses, the most important first"
+    )
     system = (
-        prompt("reviewer")
+        render("reviewer", how_many=how_many)
         + "\n\nExamples of findings, written the way yours should be:\n\n"
         + prompt("reviewer_examples")
     )
@@ -187,17 +206,24 @@ def review_messages(paragraph: str, context: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": system}, _user(body)]
 
 
-async def review(llm: LLMClient, messages: list[dict[str, str]], priority: Priority) -> tuple[list[Any], str]:
-    """The reviewer's raw findings and its answer text (kept for a repair request)."""
-    completion = await llm.complete(
-        Request(
-            role="reviewer",
-            messages=tuple(messages),
-            schema=REVIEW_SCHEMA,
-            schema_name="review",
-            priority=priority,
-        )
+def review_request(
+    paragraph: str, messages: list[dict[str, str]], max_findings: int, priority: Priority
+) -> Request:
+    return Request(
+        role="reviewer",
+        messages=tuple(messages),
+        schema=REVIEW_SCHEMA,
+        decoding_schema=review_schema(quote_spans(paragraph), max_findings),
+        schema_name="review",
+        priority=priority,
     )
+
+
+async def review(
+    llm: LLMClient, paragraph: str, messages: list[dict[str, str]], max_findings: int, priority: Priority
+) -> tuple[list[Any], str]:
+    """The reviewer's raw findings and its answer text (kept for a repair request)."""
+    completion = await llm.complete(review_request(paragraph, messages, max_findings, priority))
     return list(completion.data.get("findings", [])), completion.text
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from margin.workflows.llm.client import LLMClient
-from margin.workflows.llm.types import LLMError, Priority, Request
+from margin.workflows.llm.types import LLMError, Priority
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
 from margin.workflows.prompts import prompt
 
@@ -43,6 +43,7 @@ class ReviewOptions:
     passages: int = 5  # retrieved per question, as in the paper
     judge: bool = False  # also let a model rate the candidate plans
     min_words: int = 25  # shorter paragraphs are not reviewed
+    max_findings: int = 1  # as in the paper, which notes that models invent weaknesses when asked for several
     priority: Priority = Priority.BACKGROUND
     fuzzy_threshold: float = FUZZY_THRESHOLD
     scorer: PlanScorer = field(default_factory=HeuristicPlanScorer)
@@ -207,9 +208,11 @@ async def _investigate(
 async def _review(
     paragraph: Paragraph, review_context: str, llm: LLMClient, options: ReviewOptions, result: ParagraphReview
 ) -> None:
-    messages = agents.review_messages(paragraph.text, review_context)
+    messages = agents.review_messages(paragraph.text, review_context, options.max_findings)
     try:
-        raw, answer = await agents.review(llm, messages, options.priority)
+        raw, answer = await agents.review(
+            llm, paragraph.text, messages, options.max_findings, options.priority
+        )
     except LLMError as failure:
         result.failures.append(str(failure))
         return
@@ -230,13 +233,7 @@ async def _review(
         ]
         try:
             completion = await llm.complete(
-                Request(
-                    role="reviewer",
-                    messages=tuple(repair),
-                    schema=agents.REVIEW_SCHEMA,
-                    schema_name="review",
-                    priority=options.priority,
-                )
+                agents.review_request(paragraph.text, repair, options.max_findings, options.priority)
             )
             findings, problems = _validate(
                 list(completion.data.get("findings", [])), paragraph, options, result.evidence
@@ -244,7 +241,7 @@ async def _review(
         except LLMError as failure:
             result.failures.append(str(failure))
         result.dropped.extend(problems)
-    result.findings = _distinct(findings)
+    result.findings = _distinct(findings)[: options.max_findings]
     result.no_weakness = not raw and not problems
 
 

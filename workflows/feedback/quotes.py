@@ -109,3 +109,48 @@ def locate_quote(quote: str, text: str, threshold: float = FUZZY_THRESHOLD) -> Q
     if end <= start or _meaning_markers(quote) != _meaning_markers(text[start:end]):
         return None  # close in letters, not in meaning: "is not significant" is no quote of "is significant"
     return QuoteMatch(start, end, "fuzzy", float(alignment.score))
+
+
+# Where a sentence ends: . ! or ? (with closing quotes or brackets) before white space and a capital, a digit or
+# a placeholder; abbreviations such as "e.g." are left joined because a lower-case word follows them.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\[(])")
+_CLAUSE_BREAK = re.compile(r"(?<=[,;:])\s+|\s+(?=[–—]\s)")
+_MAX_SPANS = 60
+_MIN_SPAN_WORDS = 3
+
+
+_ABBREVIATIONS = frozenset("e.g i.e al cf vs fig figs eq eqs sec ref refs approx resp no dr prof".split())
+
+
+def _sentences(text: str) -> list[str]:
+    parts: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        before = text[start : match.start()].rstrip("\"')]").rsplit(None, 1)
+        word = before[-1].strip("([{\"'.").casefold() if before else ""
+        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):  # "e.g. 128", "J. Smith"
+            continue
+        parts.append(text[start : match.start()])
+        start = match.end()
+    parts.append(text[start:])
+    return parts
+
+
+def quote_spans(text: str) -> list[str]:
+    """What a reviewer may quote: the paragraph's sentences, then its clauses (parts of a sentence between
+    commas, semicolons, colons or dashes) of at least three words, each copied exactly from `text`, in order and
+    without repeats. Offered to the model as the only choices (a JSON Schema enum), so that a constrained
+    decoder can only produce a quote that maps onto real text."""
+    sentences = [part.strip() for part in _sentences(text) if part.strip()]
+    spans: dict[str, None] = {}
+    for sentence in sentences:
+        if len(sentence.split()) >= 2:
+            spans.setdefault(sentence, None)
+    for sentence in sentences:
+        clauses = [part.strip(" ,;:") for part in _CLAUSE_BREAK.split(sentence)]
+        if len(clauses) < 2:
+            continue
+        for clause in clauses:
+            if len(clause.split()) >= _MIN_SPAN_WORDS and clause in text:
+                spans.setdefault(clause, None)
+    return [span for span in spans if span in text][:_MAX_SPANS]

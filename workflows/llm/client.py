@@ -141,7 +141,7 @@ class LLMClient:
             "top_p": config.top_p,
             "max_tokens": request.max_tokens or config.max_tokens,
         }
-        key = cache_key(model, request.role, messages, parameters, request.schema)
+        key = cache_key(model, request.role, messages, parameters, request.schema_sent)
         cached = await self._cached(key, request, model)
         if cached is not None:
             return cached
@@ -330,12 +330,12 @@ class LLMClient:
                 "type": "json_schema",
                 "json_schema": {
                     "name": call.request.schema_name,
-                    "schema": call.request.schema,
+                    "schema": call.request.schema_sent,
                     "strict": True,
                 },
             }
         elif mode is StructuredMode.JSON_OBJECT:
-            arguments["response_format"] = {"type": "json_object", "schema": call.request.schema}
+            arguments["response_format"] = {"type": "json_object", "schema": call.request.schema_sent}
         attempts = self.config.retries + 1
         for attempt in range(1, attempts + 1):
             delay: float | None = None
@@ -408,7 +408,7 @@ def _with_schema(request: Request) -> list[dict[str, str]]:
     messages = [dict(message) for message in request.messages]
     if request.schema is None:
         return messages
-    instructions = schema_instructions(request.schema)
+    instructions = schema_instructions(request.schema_sent)
     if messages and messages[0].get("role") == "system":
         messages[0]["content"] = messages[0]["content"].rstrip() + "\n\n" + instructions
     else:

@@ -15,9 +15,11 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
 
 def schema_instructions(schema: dict[str, Any]) -> str:
     """The text that tells a model the shape of its answer (kept stable, so it sits in the cached prefix)."""
+    # In the schema's own key order: a model writes the keys in the order it is shown them, and the pipelines
+    # order them on purpose (reasoning before a verdict, an answer before its "answerable" flag).
     return (
         "Answer with one JSON value and nothing else: no prose before or after it, no code fences. "
-        "It must match this JSON Schema:\n" + json.dumps(schema, indent=1, sort_keys=True)
+        "It must match this JSON Schema:\n" + json.dumps(schema, indent=1, ensure_ascii=False)
     )
 
 

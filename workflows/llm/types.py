@@ -67,9 +67,18 @@ class Request:
     messages: tuple[dict[str, str], ...]
     schema: dict[str, Any] | None = None
     schema_name: str = "answer"
+    # A stricter schema for the decoder (and the prompt), e.g. with enums of the only valid choices: endpoints
+    # that constrain decoding then cannot produce an invalid answer, while answers are still validated on our
+    # side against `schema`, so that an endpoint without constraints gets the pipeline's own tolerant checks.
+    decoding_schema: dict[str, Any] | None = None
     priority: Priority = Priority.BACKGROUND
     max_tokens: int | None = None
     temperature: float | None = None
+
+    @property
+    def schema_sent(self) -> dict[str, Any] | None:
+        """The schema the endpoint and the model see."""
+        return self.decoding_schema if self.decoding_schema is not None else self.schema
 
 
 @dataclass(frozen=True, slots=True)
