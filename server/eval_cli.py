@@ -72,7 +72,6 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
         examples = examples[: max(0, arguments.limit)]
     name = arguments.dataset.stem if arguments.dataset.is_file() else arguments.dataset.name
     folder: Path = arguments.out or Path("eval-out") / f"{method}-{name}"
-    store = runner.ResultStore(folder)
     config = settings.llm_config()
     review = settings.review_options()
     review.min_words = 1  # a dataset's paragraph is reviewed whatever its length
@@ -83,6 +82,13 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
         lay=settings.lay_options(),
         concurrency=arguments.concurrency or config.default.max_concurrency,
     )
+    store = runner.ResultStore(folder, runner.run_key(method, config, options))
+    if store.other_settings:
+        print(
+            f"margin: {store.other_settings} earlier prediction(s) in {store.path} came from other settings or "
+            "another model; they are left out and those examples run again",
+            file=sys.stderr,
+        )
     from margin.workflows.llm.client import LLMClient
 
     llm = LLMClient(config)

@@ -167,4 +167,18 @@ def render_doctor(report: DoctorReport) -> str:
             f"{cache['max_bytes'] / 2**20:.0f} MB)"
         )
     lines.append(f"  embedded model installed: {'yes' if report.embedded_installed else 'no'}")
+    lines.append(f"  lay articles (JRE-L): {_reader_line(report)}")
     return "\n".join(lines)
+
+
+def _reader_line(report: DoctorReport) -> str:
+    """Which model reads the journalist's drafts: JRE-L's reader is meant to be a smaller model than the
+    journalist, which takes a route in margin.llm.roles."""
+    routed = next((endpoint for endpoint in report.endpoints if "reader" in endpoint.roles), None)
+    if routed is None:
+        return (
+            "the reader is the same model as the journalist (for the paper's smaller reader, route it: "
+            'margin.llm.roles {"reader": {"endpoint": URL, "model": NAME}})'
+        )
+    where = routed.model or routed.base_url or "(not resolved)"
+    return f"the reader is {where}, the journalist the default model"

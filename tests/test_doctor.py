@@ -65,6 +65,7 @@ async def test_diagnose_reports_url_first_model_mode_and_round_trip(
     assert (
         endpoint.base_url in text and "first-model" in text and "json_schema" in text and "round trip" in text
     )
+    assert "the reader is the same model as the journalist" in text  # and how to route a smaller one
 
 
 async def test_diagnose_never_answers_from_the_cache(scripted: ScriptedFactory, tmp_path: Path) -> None:
@@ -151,6 +152,7 @@ async def test_diagnose_checks_each_role_route_once(
     assert judge.error is not None and dead_url in judge.error
     text = render_doctor(report)
     assert "reader, layperson" in text and "judge" in text and "not usable" in text
+    assert "lay articles (JRE-L): the reader is small, the journalist the default model" in text
 
 
 async def test_diagnose_without_cache_reports_cache_off(scripted: ScriptedFactory, tmp_path: Path) -> None:

@@ -147,20 +147,54 @@ def test_soms_eval_reports_the_papers_metrics_beside_table_1_and_resumes(
 
 def test_an_example_cut_short_by_a_killed_run_is_run_again(scripted: ScriptedFactory, tmp_path: Path) -> None:
     endpoint = scripted(*rewrite_rules())
-    dataset = write_jsonl(tmp_path / "pairs.jsonl", SIMPLIFICATION)
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "predictions.jsonl").write_text(
-        '{"id": "s1", "prediction": "x", "status": "rewritten"}\n{"id": "s2", "predi', encoding="utf-8"
-    )
+    first = write_jsonl(tmp_path / "first.jsonl", SIMPLIFICATION[:1])
+    assert run_eval(endpoint, SOMS, "--dataset", str(first), "--out", str(out)) == 0
+    with (out / "predictions.jsonl").open("a", encoding="utf-8") as predictions:
+        predictions.write('{"id": "s2", "predi')  # the run was killed while writing s2
+    before = len(endpoint.calls())
+    dataset = write_jsonl(tmp_path / "pairs.jsonl", SIMPLIFICATION)
 
     assert run_eval(endpoint, SOMS, "--dataset", str(dataset), "--out", str(out)) == 0
 
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert (summary["completed"], summary["resumed"]) == (2, 1)
-    prompts = [request.prompt for request in endpoint.calls()]
+    prompts = [request.prompt for request in endpoint.calls()[before:]]
     assert prompts and not any("reduced mortality" in prompt for prompt in prompts)  # s1 was kept
     assert any("older patients" in prompt for prompt in prompts)  # s2 ran again
+
+
+def test_a_resumed_run_with_other_settings_runs_every_example_again(
+    scripted: ScriptedFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint = scripted(*rewrite_rules())
+    dataset = write_jsonl(tmp_path / "pairs.jsonl", SIMPLIFICATION)
+    out = tmp_path / "out"
+    assert run_eval(endpoint, SOMS, "--dataset", str(dataset), "--out", str(out)) == 0
+    calls = len(endpoint.calls())
+    capsys.readouterr()
+
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"margin": {"llm": {"temperature": 0.9}}}), encoding="utf-8")
+    assert (
+        run_eval(endpoint, SOMS, "--dataset", str(dataset), "--out", str(out), "--settings", str(settings))
+        == 0
+    )
+    assert "2 earlier prediction(s)" in capsys.readouterr().err
+    assert len(endpoint.calls()) > calls  # recomputed under the new settings, not mixed into one report
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert (summary["completed"], summary["resumed"]) == (2, 0)
+
+
+def test_the_table_says_where_a_figure_is_not_comparable_with_the_papers(
+    scripted: ScriptedFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint = scripted(*rewrite_rules())
+    dataset = write_jsonl(tmp_path / "pairs.jsonl", SIMPLIFICATION)
+    assert run_eval(endpoint, SOMS, "--dataset", str(dataset), "--out", str(tmp_path / "out")) == 0
+    table = capsys.readouterr().out
+    assert "| bleu† ↑ |" in table
+    assert "† Not comparable with the paper's bleu: corpus sacreBLEU here" in table
 
 
 def test_a_run_whose_model_is_down_exits_3_scores_nothing_and_is_retried_next_time(

@@ -8,6 +8,9 @@ from .datasets import AGENTSIMP, FEEDBACK, LAY, SOMS
 PAPER_FIGURES: dict[str, dict[str, object]] = {
     LAY: {
         "source": "JRE-L, Table 1 (readability of the generated articles; lower is easier)",
+        "not_comparable": {
+            "fkgl": "textstat's formulas on our sentence splitting; the paper's tool is not named",
+        },
         "rows": {
             "JRE-L, eLife": {"cli": 11.60, "fkgl": 10.10, "dcrs": 9.46},
             "JRE-L, PLOS": {"cli": 12.74, "fkgl": 10.00, "dcrs": 9.69},
@@ -19,6 +22,9 @@ PAPER_FIGURES: dict[str, dict[str, object]] = {
     },
     SOMS: {
         "source": "Society of Medical Simplifiers, Table 1 (Cochrane)",
+        "not_comparable": {
+            "bleu": "corpus sacreBLEU here; the paper does not say which BLEU implementation it used",
+        },
         "rows": {
             "Society of Medical Simplifiers": {
                 "sari": 40.04,
@@ -40,6 +46,11 @@ PAPER_FIGURES: dict[str, dict[str, object]] = {
     },
     AGENTSIMP: {
         "source": "AgentSimp, Table 2 (Newsela)",
+        "not_comparable": {
+            "sari": "Cochrane abstracts cut into 3-sentence paragraphs here, against Newsela documents in the paper",
+            "d_sari": "Cochrane abstracts cut into 3-sentence paragraphs here, against Newsela documents in the paper",
+            "fkgl": "Cochrane abstracts cut into 3-sentence paragraphs here, against Newsela documents in the paper",
+        },
         "rows": {
             "AgentSimp PL + iterative, GPT-4": {"sari": 41.58, "d_sari": 30.72, "fkgl": 8.42},
             "AgentSimp PL + iterative, GPT-3.5": {"sari": 39.26, "d_sari": 28.53, "fkgl": 8.21},
@@ -49,6 +60,10 @@ PAPER_FIGURES: dict[str, dict[str, object]] = {
     },
     FEEDBACK: {
         "source": "SWIF2T, Tables 5 and 6",
+        "not_comparable": {
+            "meteor": "NLTK's METEOR without WordNet synonyms (that data would be downloaded at run time)",
+            "bleu4": "corpus sacreBLEU here; the paper's BLEU@4 implementation is not stated",
+        },
         "rows": {
             "SWIF2T": {
                 "label_accuracy": 34.00,

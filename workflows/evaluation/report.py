@@ -10,6 +10,8 @@ from typing import Any
 from .papers import PAPER_FIGURES
 from .scoring import LOWER_IS_BETTER
 
+_MARKS = ("†", "‡", "§", "¶")
+
 
 def summary(
     method: str, dataset: str, total: int, records: dict[str, dict[str, Any]], scores: dict[str, float]
@@ -33,7 +35,18 @@ def markdown(report: dict[str, Any]) -> str:
     """One row per system (margin's run first, then the paper's rows), one column per metric."""
     paper = report["paper"]
     columns = list(report["metrics"]) or sorted({key for row in paper["rows"].values() for key in row})
-    header = ["system", *[f"{column} {'↓' if column in LOWER_IS_BETTER else '↑'}" for column in columns]]
+    caveats: dict[str, str] = dict(paper.get("not_comparable", {}))
+    marks = {
+        column: _MARKS[number % len(_MARKS)]
+        for number, column in enumerate(c for c in columns if c in caveats)
+    }
+    header = [
+        "system",
+        *[
+            f"{column}{marks.get(column, '')} {'↓' if column in LOWER_IS_BETTER else '↑'}"
+            for column in columns
+        ],
+    ]
     lines = [
         f"**{report['method']}** on {report['dataset']}: {report['completed']} of {report['examples']} examples "
         f"({', '.join(f'{count} {status}' for status, count in sorted(report['statuses'].items()))})",
@@ -46,6 +59,13 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for name, row in paper["rows"].items():
         lines.append(f"| {name} (paper) | " + " | ".join(_cell(row.get(column)) for column in columns) + " |")
+    # Where our figure and the paper's are not measured the same way, the table says so under itself.
+    if marks:
+        lines.append("")
+    lines += [
+        f"{mark} Not comparable with the paper's {column}: {caveats[column]}."
+        for column, mark in marks.items()
+    ]
     lines += ["", f"Paper figures: {paper['source']}."]
     return "\n".join(lines) + "\n"
 

@@ -4,6 +4,8 @@ and never recomputed), never stopping for one example's failure."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import json
 import logging
 import time
@@ -16,6 +18,7 @@ from margin.workflows import readability
 from margin.workflows.feedback.pipeline import ReviewContext, ReviewOptions, review_paragraph
 from margin.workflows.feedback.types import Mode
 from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.config import LLMConfig
 from margin.workflows.llm.types import Priority
 from margin.workflows.manuscript.markdown.parse import MarkdownProject
 from margin.workflows.manuscript.source import SourceFile
@@ -38,22 +41,72 @@ class EvalOptions:
     concurrency: int = 4  # examples in flight; the LLM layer's limiter bounds the requests
 
 
+def run_key(method: str, llm: LLMConfig, options: EvalOptions) -> str:
+    """What produced a prediction: the method, the model settings and the pipeline's options. A resumed run keeps
+    only the examples finished under the same key, so that one report never mixes two settings or models."""
+    endpoints = {"default": llm.default, **{role: llm.endpoint_for(role) for role in sorted(llm.roles)}}
+    described = {
+        "method": method,
+        "endpoints": {
+            role: {
+                "url": endpoint.base_url,
+                "model": endpoint.model,
+                "temperature": endpoint.temperature,
+                "top_p": endpoint.top_p,
+                "max_tokens": endpoint.max_tokens,
+                "structured": endpoint.structured_mode.value,
+            }
+            for role, endpoint in endpoints.items()
+        },
+        "options": _plain(
+            {
+                "soms": options.soms,
+                "agentsimp": options.agentsimp,
+                "lay": options.lay,
+                "review": options.review,
+            }
+        ),
+    }
+    text = json.dumps(described, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _plain(value: Any) -> Any:
+    """Settings as JSON: dataclass fields and plain values, nothing that prints an object's address."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {item.name: _plain(getattr(value, item.name)) for item in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return type(value).__name__  # e.g. the plan scorer: its kind, not its identity
+
+
 class ResultStore:
     """predictions.jsonl in the output folder: one finished example a line, appended and flushed as each one
-    ends, so a run that stops (or is stopped) resumes where it was."""
+    ends, so a run that stops (or is stopped) resumes where it was. With `key` (run_key), only examples
+    finished under the same settings and model count as done."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, key: str = "") -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / "predictions.jsonl"
+        self.key = key
         self.records: dict[str, dict[str, Any]] = {}
+        self.other_settings = 0  # examples finished under other settings, left out
         if self.path.is_file():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 try:
                     record = json.loads(line)
                 except ValueError:
                     continue  # a line cut short when a run was killed: that example runs again
-                if isinstance(record, dict) and "id" in record:
-                    self.records[str(record["id"])] = record
+                if not isinstance(record, dict) or "id" not in record:
+                    continue
+                if key and record.get("run") != key:
+                    self.other_settings += 1
+                    continue
+                self.records[str(record["id"])] = record
 
     def done(self, identifier: str) -> bool:
         """Finished: a failed example (its model calls failed) runs again on the next run, and is not scored."""
@@ -64,6 +117,8 @@ class ResultStore:
         return [identifier for identifier, record in self.records.items() if record.get("status") == "failed"]
 
     def add(self, record: dict[str, Any]) -> None:
+        if self.key:
+            record = {**record, "run": self.key}
         self.records[str(record["id"])] = record
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
