@@ -70,10 +70,17 @@ class Desk:
         sources: Sequence[str] = PARAGRAPHS,
         latency: float = 0.0,
         base_url: str | None = None,
+        context_tokens: int | None = None,
         **options: Any,
     ) -> list[Rewrite]:
-        self.endpoint = self.scripted(*rules, *rewrite_rules(), latency=latency)
-        if base_url is None:
+        self.endpoint = self.scripted(
+            *rules, *rewrite_rules(), latency=latency, context_tokens=context_tokens
+        )
+        if context_tokens is not None:  # the model is found by listing, with its context length, as on vLLM
+            config = llm_config(
+                self.endpoint.base_url, self.tmp_path / "cache.sqlite3", retries=0, cache_enabled=False
+            )
+        elif base_url is None:
             config = feedback_llm_config(self.endpoint, self.tmp_path, cache_enabled=False)
         else:
             config = llm_config(
@@ -312,11 +319,25 @@ async def test_iterative_combination_chunks_overlap_by_the_previous_answers_last
     ]
 
 
-async def test_direct_combination_of_a_long_document_falls_back_to_iterative(desk: Desk) -> None:
-    await desk.run(combination="direct", direct_limit_chars=50)
+async def test_direct_combination_asks_for_as_many_tokens_as_the_document_needs(desk: Desk) -> None:
+    await desk.run(combination="direct", context_tokens=32_768)
 
-    assert len(desk.requests("architect")) == 3
-    assert any("too long for direct combination" in note for note in desk.transcript.notes)
+    (architect,) = desk.requests("architect")
+    budget = architect.body["max_tokens"]
+    document = sum(len(paragraph) for paragraph in PARAGRAPHS)
+    assert budget >= 512 and budget >= document // 3  # room for the whole document back, as JSON
+    assert not desk.transcript.notes or not any("does not fit" in note for note in desk.transcript.notes)
+
+
+async def test_direct_combination_of_a_document_the_context_cannot_hold_falls_back_to_iterative_and_says_so(
+    desk: Desk,
+) -> None:
+    await desk.run(combination="direct", context_tokens=1_000)
+
+    assert len(desk.requests("architect")) == 3  # iterative chunks instead of one call that would be cut off
+    said = [step for step in desk.steps if "does not fit the architect's context" in step]
+    assert said and "of 1,000" in said[0]
+    assert any("combining it iteratively" in note for note in desk.transcript.notes)
 
 
 async def test_a_single_paragraph_needs_no_architect(desk: Desk) -> None:

@@ -126,6 +126,17 @@ class LLMClient:
         self._record(request.role, completion)
         return completion
 
+    async def context_window(self, role: str) -> int | None:
+        """The context length of the model a role uses, in tokens, when the endpoint says (vLLM lists it) or it
+        is the embedded model; None when unknown or when nothing answers."""
+        config = self.config.endpoint_for(role)
+        try:
+            endpoint = await self.pool.get(config)
+            model = await endpoint.model_for(config.model)
+        except LLMError:
+            return None
+        return endpoint.context_window(model)
+
     def retry_now(self) -> None:
         """Try endpoints found dead again from the next call on (the user asked for something, or settings
         changed)."""

@@ -44,6 +44,7 @@ class Probe:
     busy: bool = (
         False  # connected, but no answer in time: llama-cpp-python does not list models mid-generation
     )
+    context_tokens: dict[str, int] = field(default_factory=dict)  # vLLM lists each model's max_model_len
 
     @property
     def present(self) -> bool:
@@ -72,8 +73,13 @@ async def probe(base_url: str, api_key: str | None = None, timeout: float = PROB
     if response.status_code != 200:
         return Probe([])  # it answers; it just does not list models (or needs a key for that)
     try:
-        data = response.json().get("data") or []
-        return Probe([str(item["id"]) for item in data if isinstance(item, dict) and "id" in item])
+        data = [item for item in response.json().get("data") or [] if isinstance(item, dict) and "id" in item]
+        windows = {
+            str(item["id"]): int(item["max_model_len"])
+            for item in data
+            if isinstance(item.get("max_model_len"), int) and item["max_model_len"] > 0
+        }
+        return Probe([str(item["id"]) for item in data], context_tokens=windows)
     except (ValueError, KeyError, AttributeError):
         return Probe([])
 
@@ -112,6 +118,13 @@ class Endpoint:
     timeout: float = 120.0
     _discovery: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
     _discovery_failure: tuple[LLMError, float] | None = field(default=None, repr=False)
+    context_tokens: dict[str, int] = field(default_factory=dict)  # per model, where the server says
+
+    def context_window(self, model: str) -> int | None:
+        """The model's context length in tokens, where known: listed by the server, or the embedded model's."""
+        if self.embedded:
+            return embedded.CONTEXT_TOKENS
+        return self.context_tokens.get(model)
 
     async def model_for(self, configured: str | None) -> str:
         if configured:
@@ -141,6 +154,7 @@ class Endpoint:
         if found.models is None:
             raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(self.base_url))
         self.models = found.models
+        self.context_tokens = found.context_tokens
 
 
 @dataclass(frozen=True, slots=True)

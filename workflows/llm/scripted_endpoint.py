@@ -99,6 +99,7 @@ class ScriptedEndpoint:
     rules: list[Rule] = field(default_factory=list)
     default: Reply = field(default_factory=lambda: Reply(content="ok"))
     models: tuple[str, ...] = ("scripted-model",)
+    context_tokens: int | None = None  # listed as each model's max_model_len, as vLLM does
     latency: float = 0.0
     max_concurrency: int | None = None
     accepted_formats: tuple[str, ...] = ("json_schema", "json_object", "text")
@@ -216,7 +217,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
-            data = [{"id": model, "object": "model", "owned_by": "scripted"} for model in self.owner.models]
+            window = {"max_model_len": self.owner.context_tokens} if self.owner.context_tokens else {}
+            data = [
+                {"id": model, "object": "model", "owned_by": "scripted", **window}
+                for model in self.owner.models
+            ]
             self._send_json(200, {"object": "list", "data": data})
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})

@@ -43,8 +43,23 @@ class AgentSimpOptions:
     chunk_size: int = 2  # paragraphs per architect call in iterative combination (the paper: 2)
     supervisor_rounds: int = 1  # supervisor critiques, each followed by a revision
     proofread: bool = True
-    direct_limit_chars: int = 24_000  # direct combination of a longer document falls back to iterative
     document_words: int = 6_000  # how much of the manuscript the director and analyst read
+
+
+# Token counts are estimated from characters (English runs at about four per token; three leaves room), so that
+# each call asks for as many tokens as its answer needs and direct combination is tried only where it fits.
+_CHARS_PER_TOKEN = 3
+_PROMPT_OVERHEAD_TOKENS = 800  # the role prompt, the schema and the instruction
+_UNKNOWN_CONTEXT_TOKENS = 32_768  # assumed when the server does not say (vLLM does)
+
+
+def estimated_tokens(text: str) -> int:
+    return len(text) // _CHARS_PER_TOKEN + 1
+
+
+def answer_budget(paragraphs: list[str]) -> int:
+    """Tokens for an answer that gives back these paragraphs, lightly edited, as JSON."""
+    return int(sum(estimated_tokens(text) for text in paragraphs) * 1.25) + 40 * len(paragraphs) + 128
 
 
 _OUTLINE_SCHEMA: dict[str, Any] = {
@@ -286,6 +301,7 @@ class _Desk:
                 role,
                 self._with_guideline(f"{instruction}\n\nThe {len(drafts)} paragraphs:\n\n{listing}"),
                 step=step,
+                max_tokens=max(512, answer_budget([draft.text for draft in drafts])),
                 schema={
                     **_PARAGRAPHS_SCHEMA,
                     "properties": {
@@ -320,14 +336,16 @@ class _Desk:
             "changes; keep every paragraph's content, and give back exactly one paragraph per input paragraph, "
             "in order."
         )
-        total_chars = sum(len(draft.text) for draft in usable)
-        if self.options.combination == DIRECT and total_chars <= self.options.direct_limit_chars:
-            await self._rework(
-                "architect", usable, instruction, "Article architect combining the whole document"
-            )
-            return
         if self.options.combination == DIRECT:
-            self.team.transcript.note("document too long for direct combination; combining iteratively")
+            needed = await self._direct_fits(usable)
+            if needed is None:
+                await self._rework(
+                    "architect", usable, instruction, "Article architect combining the whole document"
+                )
+                return
+            message = f"the whole document does not fit the architect's context ({needed}): combining it iteratively"
+            self.team.transcript.note(message)
+            self.team.on_step(f"Article architect: {message}")
         size = max(1, self.options.chunk_size)
         queue = list(usable)
         chunk, queue = queue[:size], queue[size:]
@@ -340,6 +358,19 @@ class _Desk:
                 return
             # The last paragraph of each answer opens the next chunk, so each join is seen from both sides.
             chunk, queue = [chunk[-1], *queue[:size]], queue[size:]
+
+    async def _direct_fits(self, drafts: list[_Draft]) -> str | None:
+        """None when one architect call can take the whole document and give it back within the model's
+        context; else what it would need, against what there is."""
+        texts = [draft.text for draft in drafts]
+        prompt_tokens = (
+            _PROMPT_OVERHEAD_TOKENS
+            + estimated_tokens(self.guideline + self.outline)
+            + sum(map(estimated_tokens, texts))
+        )
+        window = await self.team.llm.context_window("architect") or _UNKNOWN_CONTEXT_TOKENS
+        needed = prompt_tokens + answer_budget(texts)
+        return None if needed <= window else f"about {needed:,} tokens of {window:,}"
 
     async def proofread(self, drafts: list[_Draft]) -> None:
         usable = [draft for draft in drafts if not draft.failed]

@@ -40,6 +40,7 @@ class Team:
         schema_name: str = "answer",
         memory: str = "",
         temperature: float | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
         """One agent turn. `memory` (the conversation so far, in natural language) comes after the role prompt
         and before the task, so the stable part of the prompt stays first for vLLM's prefix cache.
@@ -60,6 +61,7 @@ class Team:
                     schema_name=schema_name,
                     priority=self.priority,
                     temperature=temperature,
+                    max_tokens=max_tokens,
                 )
             )
         except LLMError as error:
