@@ -36,6 +36,7 @@ needs_shared = pytest.mark.skipif(not COCHRANE.is_dir(), reason="../shared/data 
 @needs_shared
 def test_cochrane_pairs_become_simplification_examples_keyed_by_doi() -> None:
     examples = load_examples(COCHRANE, SOMS)
+    assert all(example.fields["domain"] == "medical" for example in examples)  # the paper's medical prompts
     assert len(examples) == 411
     first = examples[0]
     assert first.id == "10.1002/14651858.CD000370"
@@ -124,7 +125,13 @@ def test_soms_eval_reports_the_papers_metrics_beside_table_1_and_resumes(
 
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["completed"] == 2 and summary["examples"] == 2
-    assert set(summary["metrics"]) == {"sari", "fkgl", "ari", "bleu", "rouge1", "rouge2"}
+    assert set(summary["metrics"]) == {
+        *("sari", "sari_keep", "sari_delete", "sari_add"),
+        *("fkgl", "ari", "bleu", "rouge1", "rouge2"),
+    }
+    metrics = summary["metrics"]
+    parts = (metrics["sari_keep"] + metrics["sari_delete"] + metrics["sari_add"]) / 3
+    assert abs(parts - metrics["sari"]) < 0.02  # SARI is the mean of its parts
     assert 0 < summary["metrics"]["sari"] <= 100
     assert summary["paper"]["rows"]["Society of Medical Simplifiers"]["sari"] == 40.04
     records = [
@@ -162,6 +169,18 @@ def test_an_example_cut_short_by_a_killed_run_is_run_again(scripted: ScriptedFac
     prompts = [request.prompt for request in endpoint.calls()[before:]]
     assert prompts and not any("reduced mortality" in prompt for prompt in prompts)  # s1 was kept
     assert any("older patients" in prompt for prompt in prompts)  # s2 ran again
+
+
+def test_an_example_that_names_the_medical_domain_gets_the_papers_medical_prompts(
+    scripted: ScriptedFactory, tmp_path: Path
+) -> None:
+    endpoint = scripted(*rewrite_rules())
+    medical = [{**SIMPLIFICATION[0], "domain": "medical"}]
+    dataset = write_jsonl(tmp_path / "pairs.jsonl", medical)
+    assert run_eval(endpoint, SOMS, "--dataset", str(dataset), "--out", str(tmp_path / "out")) == 0
+    prompts = [request.prompt for request in endpoint.calls()]
+    assert any("medical text" in prompt for prompt in prompts)
+    assert not any("scientific text" in prompt for prompt in prompts)
 
 
 def test_a_resumed_run_with_other_settings_runs_every_example_again(

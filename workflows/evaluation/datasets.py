@@ -2,7 +2,8 @@
 
 One JSON object a line; `id` is required and unique. Per method:
 - lay (JRE-L):           {"id", "title"?, "paper": "abstract and key sections", "reference"?: "a lay summary"}
-- soms (Society of Medical Simplifiers): {"id", "source": "a technical paragraph", "references": ["simple version", ...]}
+- soms (Society of Medical Simplifiers): {"id", "source": "a technical paragraph", "references": ["simple version", ...],
+                         "domain"?: "medical" | "science" (default: the simplify.domain setting; Cochrane: medical)}
 - agentsimp (AgentSimp): {"id", "source": ["paragraph", ...], "references": ["simplified document", ...]}
 - feedback (SWIF2T):     {"id", "paragraph", "paper"?: "the rest of the paper", "review": "a human review",
                           "label": "Replicability" | "Originality" | ...}
@@ -113,8 +114,8 @@ def cochrane(folder: Path, method: str) -> Iterator[dict[str, Any]]:
             yield {"id": identifier, "paper": source, "reference": target}
         elif method == AGENTSIMP:
             yield {"id": identifier, "source": paragraphs_of(source), "references": [target]}
-        else:
-            yield {"id": identifier, "source": source, "references": [target]}
+        else:  # medical abstracts: SoMS runs with the paper's medical prompts
+            yield {"id": identifier, "source": source, "references": [target], "domain": "medical"}
 
 
 def lay_summaries(folder: Path, method: str) -> Iterator[dict[str, Any]]:

@@ -128,8 +128,14 @@ class ResultStore:
 async def predict(method: str, example: Example, llm: LLMClient, options: EvalOptions) -> dict[str, Any]:
     """One example through one pipeline: what it produced, its status and what else the metrics need."""
     if method == SOMS:
+        # An example may name its domain: the Cochrane pairs are medical, which the paper's own prompts are for.
+        domain = str(example.fields.get("domain") or options.soms.domain)
         rewrite = await soms.simplify_paragraph(
-            example.text("source"), Language.MARKDOWN, llm, options.soms, priority=Priority.BACKGROUND
+            example.text("source"),
+            Language.MARKDOWN,
+            llm,
+            dataclasses.replace(options.soms, domain=domain),
+            priority=Priority.BACKGROUND,
         )
         return {"prediction": rewrite.text, "status": rewrite.status.value, "failures": rewrite.failures}
     if method == AGENTSIMP:

@@ -33,10 +33,14 @@ def score(method: str, examples: list[Example], records: dict[str, dict[str, Any
     if method == SOMS:
         sources = [example.text("source") for example in scored]
         references = [example.texts("references") for example in scored]
-        result = {"sari": metrics.sari(sources, predictions, references)["sari"]}
+        parts = metrics.sari(sources, predictions, references)
+        # The keep / delete / add parts, as the SoMS paper's Table 2 and Figure 2b report them.
+        result = {"sari": parts["sari"], "sari_keep": parts["keep"], "sari_delete": parts["delete"]}
+        result["sari_add"] = parts["add"]
         result.update(_pick(metrics.readability(predictions), "fkgl", "ari"))
         result["bleu"] = metrics.bleu(predictions, references)
-        result.update(_pick(metrics.rouge(predictions, [r[0] for r in references]), "rouge1", "rouge2"))
+        # Against every reference, as BLEU and SARI are: the best-scoring one counts per example.
+        result.update(_pick(metrics.rouge(predictions, references), "rouge1", "rouge2"))
         return result
     if method == AGENTSIMP:
         sources = ["\n\n".join(example.texts("source")) for example in scored]
