@@ -239,6 +239,8 @@ async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
         reason = article.failures[-1] if article.failures else "no draft"
         print(f"margin: no lay article was written: {reason}", file=sys.stderr)
         return exit_status.worst(EXIT_NOT_REWRITTEN, exit_status.model_status(usage))
+    for warning in article.warnings:
+        print(f"margin: warning: {warning}", file=sys.stderr)
     text = jrel.render_article(article, path.name)
     if arguments.output is not None:
         written = write_output(arguments.output, text, force=arguments.force)

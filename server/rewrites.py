@@ -185,6 +185,8 @@ class RewriteCoordinator:
         except OSError as error:
             return self._tell(Outcome("failed", f"cannot write the lay article beside {root.name}: {error}"))
         await self._show(path)
+        for warning in article.warnings:
+            self.server.tell_user(warning, types.MessageType.Warning)
         return Outcome("written", f"lay article written to {path.name}", path=str(path))
 
     # -- shared machinery -----------------------------------------------------------------------------------------

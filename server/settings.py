@@ -82,24 +82,33 @@ class SettingSpec:
                 return f"{noun} from {self.minimum:g} to {self.maximum:g}"
             return noun
         if self.kind == "object":
-            return "an object mapping agent roles to {endpoint, model, apiKeyEnv}"
+            return "an object mapping agent roles to {endpoint, model, apiKeyEnv, temperature, topP, frequencyPenalty}"
         if self.kind == "list":
             return "a list of strings"
         return "true or false" if self.kind == "boolean" else "a string"
 
 
-_ROUTE_KEYS = ("endpoint", "model", "apiKeyEnv")
+_ROUTE_TEXT_KEYS = ("endpoint", "model", "apiKeyEnv")
+# Sampling a role may have of its own (over its pipeline's defaults from the paper), with the range each takes.
+_ROUTE_NUMBER_KEYS = {"temperature": (0.0, 2.0), "topP": (0.0, 1.0), "frequencyPenalty": (-2.0, 2.0)}
+_ROUTE_KEYS = (*_ROUTE_TEXT_KEYS, *_ROUTE_NUMBER_KEYS)
 
 
-def _role_routes(value: Mapping[str, Any]) -> tuple[dict[str, dict[str, str]], str | None]:
-    routes: dict[str, dict[str, str]] = {}
+def _role_routes(value: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], str | None]:
+    routes: dict[str, dict[str, Any]] = {}
     for role, route in value.items():
         if role not in ROLES:
             return {}, f"unknown agent role {role!r} (known: {', '.join(ROLES)})"
         if not isinstance(route, Mapping) or any(key not in _ROUTE_KEYS for key in route):
             return {}, f"the route for {role!r} must be an object with some of {', '.join(_ROUTE_KEYS)}"
-        if any(not isinstance(item, str) for item in route.values()):
-            return {}, f"the route for {role!r} must have string values"
+        if any(not isinstance(route[key], str) for key in _ROUTE_TEXT_KEYS if key in route):
+            return {}, f"the route for {role!r} must have string values for {', '.join(_ROUTE_TEXT_KEYS)}"
+        for key, (low, high) in _ROUTE_NUMBER_KEYS.items():
+            number = route.get(key)
+            if key in route and (
+                not isinstance(number, int | float) or isinstance(number, bool) or not low <= number <= high
+            ):
+                return {}, f"the route for {role!r} must have {key} from {low:g} to {high:g}"
         routes[role] = dict(route)
     return routes, None
 
@@ -247,6 +256,32 @@ SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec("simplify.proofread", "boolean", True, "Let AgentSimp's proofreader check the result last."),
     SettingSpec(
+        "simplify.architect",
+        "boolean",
+        True,
+        "Let AgentSimp's article architect smooth the transitions (off: the paper's ablation without it).",
+    ),
+    SettingSpec(
+        "simplify.metaphorAnalyst",
+        "boolean",
+        True,
+        "Let AgentSimp's metaphor analyst explain figurative language (off: the paper's ablation without it).",
+    ),
+    SettingSpec(
+        "simplify.terminologyInterpreter",
+        "boolean",
+        True,
+        "Let AgentSimp's terminology interpreter explain technical terms (off: the paper's ablation without it).",
+    ),
+    SettingSpec(
+        "simplify.somsLoops",
+        "string",
+        "all",
+        "Which Society of Medical Simplifiers loops may run: all three, or the layperson loop only (the paper's "
+        "ablation).",
+        choices=("all", "laypersonOnly"),
+    ),
+    SettingSpec(
         "lay.iterations",
         "integer",
         3,
@@ -269,6 +304,15 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "How many words of the paper (abstract first, then key sections) the journalist and editor read.",
         minimum=100,
         maximum=50_000,
+    ),
+    SettingSpec(
+        "lay.ablation",
+        "string",
+        "none",
+        "JRE-L's ablations, to reproduce the paper's Table 3: none (the whole loop), noReader (the editor "
+        "advises from the article alone), noEditor (the journalist revises from the reader's notes) or "
+        "noCollaboration (the journalist revises its own draft).",
+        choices=("none", "noReader", "noEditor", "noCollaboration"),
     ),
     SettingSpec(
         "rewrite.transcripts",
@@ -346,7 +390,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "object",
         {},
         'Per-role routing, e.g. {"reader": {"endpoint": "http://localhost:8001/v1", "model": "small"}}; '
-        "roles not named use the default endpoint and model.",
+        "roles not named use the default endpoint and model. A route may also set the role's temperature, topP "
+        "and frequencyPenalty, over its pipeline's defaults (JRE-L: topP 0.4, frequencyPenalty 1; AgentSimp: "
+        "temperature 0.6, as in the papers).",
     ),
     SettingSpec(
         "cache.enabled", "boolean", True, "Keep model answers in a persistent cache keyed by content."
@@ -431,13 +477,14 @@ class Settings:
         return {key: value for key, value in self.values.items() if key.startswith(f"{name}.")}
 
     def soms_options(self) -> SomsOptions:
-        from margin.workflows.rewrite.soms import SomsOptions
+        from margin.workflows.rewrite.soms import LAYPERSON, LOOPS, SomsOptions
 
         values = self.values
         return SomsOptions(
             domain=values["simplify.domain"],
             loop_limit=int(values["simplify.loopLimit"]),
             clarifier_rounds=int(values["simplify.clarifierRounds"]),
+            loops=(LAYPERSON,) if values["simplify.somsLoops"] == "laypersonOnly" else LOOPS,
         )
 
     def agentsimp_options(self) -> AgentSimpOptions:
@@ -449,6 +496,9 @@ class Settings:
             combination=values["simplify.combination"],
             chunk_size=int(values["simplify.chunkSize"]),
             proofread=bool(values["simplify.proofread"]),
+            architect=bool(values["simplify.architect"]),
+            metaphor_analyst=bool(values["simplify.metaphorAnalyst"]),
+            terminology_interpreter=bool(values["simplify.terminologyInterpreter"]),
         )
 
     def lay_options(self) -> LayOptions:
@@ -459,6 +509,7 @@ class Settings:
             iterations=int(values["lay.iterations"]),
             keep=values["lay.keep"],
             paper_words=int(values["lay.paperWords"]),
+            ablation=_LAY_ABLATIONS[values["lay.ablation"]],
         )
 
     def llm_config(self) -> LLMConfig:
@@ -480,6 +531,9 @@ class Settings:
                 base_url=route.get("endpoint") or None,
                 model=route.get("model") or None,
                 api_key_env=route.get("apiKeyEnv") or None,
+                temperature=route.get("temperature"),
+                top_p=route.get("topP"),
+                frequency_penalty=route.get("frequencyPenalty"),
             )
             for role, route in values["llm.roles"].items()
         }
@@ -494,6 +548,12 @@ class Settings:
 
 
 DEFAULTS = Settings({spec.key: spec.default for spec in SETTINGS})
+_LAY_ABLATIONS = {
+    "none": "",
+    "noReader": "no_reader",
+    "noEditor": "no_editor",
+    "noCollaboration": "no_collaboration",
+}
 
 
 def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -566,7 +626,13 @@ def vscode_configuration() -> dict[str, dict[str, Any]]:
         if spec.kind == "object":
             schema["additionalProperties"] = {
                 "type": "object",
-                "properties": {key: {"type": "string"} for key in _ROUTE_KEYS},
+                "properties": {
+                    **{key: {"type": "string"} for key in _ROUTE_TEXT_KEYS},
+                    **{
+                        key: {"type": "number", "minimum": low, "maximum": high}
+                        for key, (low, high) in _ROUTE_NUMBER_KEYS.items()
+                    },
+                },
                 "additionalProperties": False,
             }
         properties[f"{SECTION}.{spec.key}"] = schema

@@ -19,8 +19,9 @@ from typing import Any
 import openai
 
 from .cache import ResponseCache, cache_key
-from .config import EndpointConfig, LLMConfig
+from .config import EndpointConfig, LLMConfig, RoleRoute
 from .endpoints import Endpoint, EndpointPool, unavailable_message
+from .repetition import collapse, repetition
 from .structured import json_candidates, schema_instructions, validation_error
 from .types import (
     NEGOTIATION_ORDER,
@@ -43,6 +44,9 @@ _CONTINUATIONS = 2  # a plain-text answer cut off by max_tokens is continued at 
 _FORMAT_REJECTION_STATUSES = frozenset({400, 415, 422, 501})
 # llama-cpp-python answers an unknown response_format with HTTP 500; a 500 counts as a refusal of the format
 # only when its message is about the format, so that a passing server error does not downgrade the endpoint.
+# Sampling for a second try at an answer that repeated itself: standard OpenAI fields, which vLLM and
+# llama-cpp-python's server also take.
+_DISCOURAGE_REPEATS = {"frequency_penalty": 0.6, "presence_penalty": 0.4}
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar", "guided", "structured")
 _runs: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("margin_llm_runs", default=())
 
@@ -147,23 +151,44 @@ class LLMClient:
         endpoint = await self.pool.get(config)
         model = await endpoint.model_for(config.model)
         messages = _with_schema(request)
-        parameters = {
-            "temperature": config.temperature if request.temperature is None else request.temperature,
-            "top_p": config.top_p,
-            "max_tokens": request.max_tokens or config.max_tokens,
-        }
+        parameters = _sampling(request, config, self.config.roles.get(request.role))
         key = cache_key(model, request.role, messages, parameters, request.schema_sent)
         cached = await self._cached(key, request, model)
         if cached is not None:
             return cached
         call = _Call(endpoint, config, model, request)
-        answer, mode, used = await self._generate(call, messages, parameters)
-        data = None
-        if request.schema is not None:
-            # The repair gets the room the answer finally had (doubled if it was cut off once).
-            answer, data = await self._validated(call, messages, used, answer, mode)
-        elif not answer.text.strip():
-            raise LLMError(FailureKind.EMPTY, "the model answered with no text", request.role)
+        answer, mode, data = await self._answer(call, messages, parameters)
+        repeated = repetition(answer.text)
+        if repeated is not None:
+            # Small models fall into loops: once more with sampling that discourages repeats, then trim or refuse.
+            self._count("repetition_retries")
+            log.info(
+                "%s answer repeats itself (%s); asking again with repetition penalties",
+                request.role,
+                repeated,
+            )
+            discouraged = {
+                name: max(float(parameters.get(name) or 0.0), value)
+                for name, value in _DISCOURAGE_REPEATS.items()
+            }
+            retry, mode, data = await self._answer(call, messages, {**parameters, **discouraged})
+            answer = replace(
+                retry,
+                prompt_tokens=retry.prompt_tokens + answer.prompt_tokens,
+                completion_tokens=retry.completion_tokens + answer.completion_tokens,
+            )
+            repeated = repetition(answer.text)
+            if repeated is not None and request.schema is not None:
+                raise LLMError(
+                    FailureKind.INVALID_OUTPUT,
+                    f"the answer repeats itself ({repeated}), even with repetition penalties",
+                    request.role,
+                )
+            if repeated is not None:
+                log.warning(
+                    "%s answer still repeats itself (%s); the repeats are removed", request.role, repeated
+                )
+                answer = replace(answer, text=collapse(answer.text))
         completion = Completion(
             text=answer.text,
             model=model,
@@ -173,11 +198,25 @@ class LLMClient:
             prompt_tokens=answer.prompt_tokens,
             completion_tokens=answer.completion_tokens,
             mode=mode,
+            repetition=repeated or "",
         )
         if self.cache is not None:
             entry = {"text": answer.text, "finish_reason": answer.finish_reason, "model": model}
             await asyncio.to_thread(self.cache.put, key, entry)
         return completion
+
+    async def _answer(
+        self, call: _Call, messages: list[dict[str, str]], parameters: dict[str, Any]
+    ) -> tuple[_Answer, StructuredMode | None, Any]:
+        """One answer: generated, and validated against the schema when there is one."""
+        answer, mode, used = await self._generate(call, messages, parameters)
+        if call.request.schema is not None:
+            # The repair gets the room the answer finally had (doubled if it was cut off once).
+            answer, data = await self._validated(call, messages, used, answer, mode)
+            return answer, mode, data
+        if not answer.text.strip():
+            raise LLMError(FailureKind.EMPTY, "the model answered with no text", call.request.role)
+        return answer, mode, None
 
     async def _cached(self, key: str, request: Request, model: str) -> Completion | None:
         if self.cache is None:
@@ -412,6 +451,26 @@ class LLMClient:
             log.info("%s; retrying in %.1f s (attempt %d of %d)", failure, wait, attempt + 1, attempts)
             await asyncio.sleep(wait)
         raise AssertionError("unreachable")
+
+
+def _sampling(request: Request, config: EndpointConfig, route: RoleRoute | None) -> dict[str, Any]:
+    """Sampling parameters: the role's route first, then the pipeline's request, then the endpoint settings."""
+
+    def pick(name: str, default: float | None) -> float | None:
+        chosen = getattr(route, name, None) if route is not None else None
+        if chosen is None:
+            chosen = getattr(request, name)
+        return default if chosen is None else chosen
+
+    parameters: dict[str, Any] = {
+        "temperature": pick("temperature", config.temperature),
+        "top_p": pick("top_p", config.top_p),
+        "max_tokens": request.max_tokens or config.max_tokens,
+    }
+    penalty = pick("frequency_penalty", None)
+    if penalty is not None:  # sent only when asked for, so other requests keep their cache keys
+        parameters["frequency_penalty"] = penalty
+    return parameters
 
 
 def _with_schema(request: Request) -> list[dict[str, str]]:

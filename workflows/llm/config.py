@@ -45,6 +45,10 @@ class RoleRoute:
     base_url: str | None = None
     model: str | None = None
     api_key_env: str | None = None
+    # Sampling for this role only, over the pipeline's defaults and the endpoint's settings.
+    temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

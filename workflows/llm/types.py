@@ -73,7 +73,11 @@ class Request:
     decoding_schema: dict[str, Any] | None = None
     priority: Priority = Priority.BACKGROUND
     max_tokens: int | None = None
+    # A pipeline's own sampling (the papers': JRE-L top_p 0.4 and frequency penalty 1, AgentSimp temperature
+    # 0.6); None: the endpoint settings'. A role's route in margin.llm.roles overrides both.
     temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
 
     @property
     def schema_sent(self) -> dict[str, Any] | None:
@@ -92,6 +96,7 @@ class Completion:
     completion_tokens: int = 0
     cached: bool = False
     mode: StructuredMode | None = None
+    repetition: str = ""  # how the answer repeated itself when its repeats had to be removed
 
 
 class FailureKind(StrEnum):
@@ -146,6 +151,7 @@ class Usage:
     failures: int = 0
     repairs: int = 0
     retries: int = 0
+    repetition_retries: int = 0  # answers asked again because they repeated themselves
     wall_seconds: float = 0.0
     by_role: dict[str, dict[str, int]] = field(default_factory=dict)
     failure_kinds: dict[str, int] = field(default_factory=dict)
@@ -180,6 +186,7 @@ class Usage:
             "failures": self.failures,
             "repairs": self.repairs,
             "retries": self.retries,
+            "repetition_retries": self.repetition_retries,
             "wall_seconds": round(self.wall_seconds, 3),
             "by_role": self.by_role,
             "failure_kinds": self.failure_kinds,

@@ -25,7 +25,7 @@ from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import LLMError, Priority
 
 from .safety import TEXT_SCHEMA, clean_text, explained_of, finalize, language_rules
-from .team import Team
+from .team import Sampling, Team
 from .transcript import Transcript
 from .types import Language, Rewrite, RewriteStatus, StepCallback, no_steps
 
@@ -33,6 +33,7 @@ log = logging.getLogger("margin.rewrite.agentsimp")
 
 PIPELINE, SYNCHRONOUS = "pipeline", "synchronous"
 ITERATIVE, DIRECT = "iterative", "direct"
+AGENTSIMP_SAMPLING = Sampling(temperature=0.6)  # the paper's, for every agent
 _PROOFREAD_WINDOW = 6  # paragraphs per proofreader call: one answer per paragraph stays easy to map back
 
 
@@ -43,6 +44,10 @@ class AgentSimpOptions:
     chunk_size: int = 2  # paragraphs per architect call in iterative combination (the paper: 2)
     supervisor_rounds: int = 1  # supervisor critiques, each followed by a revision
     proofread: bool = True
+    # The paper's ablations: each of these agents can be left out.
+    architect: bool = True
+    metaphor_analyst: bool = True
+    terminology_interpreter: bool = True
     document_words: int = 6_000  # how much of the manuscript the director and analyst read
 
 
@@ -250,18 +255,28 @@ class _Desk:
                 await self._synchronous(draft)
             else:
                 basic = await self._simplify(draft, draft.original)
-                metaphors = await self._optional(draft, lambda: self._metaphors(draft, basic), basic)
-                draft.text = await self._optional(draft, lambda: self._terms(draft, metaphors), metaphors)
+                metaphors = basic
+                if self.options.metaphor_analyst:
+                    metaphors = await self._optional(draft, lambda: self._metaphors(draft, basic), basic)
+                draft.text = metaphors
+                if self.options.terminology_interpreter:
+                    draft.text = await self._optional(draft, lambda: self._terms(draft, metaphors), metaphors)
         except LLMError as error:
             draft.failed = str(error)
             draft.failures.append(str(error))
 
     async def _synchronous(self, draft: _Draft) -> None:
         original = draft.original
+
+        async def nothing() -> str:  # an agent left out (an ablation) contributes nothing
+            return "(none: this agent is left out)"
+
+        metaphors = (lambda: self._metaphors(draft, original)) if self.options.metaphor_analyst else nothing
+        terms = (lambda: self._terms(draft, original)) if self.options.terminology_interpreter else nothing
         side_by_side = [
             asyncio.ensure_future(self._simplify(draft, original)),
-            asyncio.ensure_future(self._optional(draft, lambda: self._metaphors(draft, original), original)),
-            asyncio.ensure_future(self._optional(draft, lambda: self._terms(draft, original), original)),
+            asyncio.ensure_future(self._optional(draft, metaphors, original)),
+            asyncio.ensure_future(self._optional(draft, terms, original)),
         ]
         try:
             basic, metaphors, terms = await asyncio.gather(*side_by_side)
@@ -408,13 +423,14 @@ async def simplify_document(
     Model failures never raise: a paragraph whose simplification failed keeps its text and says why."""
     options = options or AgentSimpOptions()
     transcript = transcript if transcript is not None else Transcript("agentsimp")
-    team = Team(llm, transcript, on_step, priority)
+    team = Team(llm, transcript, on_step, priority, sampling=AGENTSIMP_SAMPLING)
     desk = _Desk(team, language, options, len(sources))
     words = (document or "\n\n".join(sources)).split(" ")
     await desk.plan(" ".join(words[: options.document_words]))
     drafts = [_Draft(index, source, source, {}) for index, source in enumerate(sources)]
     await asyncio.gather(*(desk.refine(draft) for draft in drafts))
-    await desk.combine(drafts)
+    if options.architect:
+        await desk.combine(drafts)
     if options.proofread:
         await desk.proofread(drafts)
 

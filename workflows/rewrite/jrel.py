@@ -22,7 +22,7 @@ from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import LLMError, Priority
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
 
-from .team import Team
+from .team import Sampling, Team
 from .transcript import Transcript
 from .types import StepCallback, no_steps
 
@@ -44,6 +44,16 @@ class LayOptions:
     iterations: int = 3  # reading-editing-revising rounds after the first draft (the paper: 3)
     keep: str = LAST  # LAST (the paper) or MOST_READABLE (lowest mean of FKGL, CLI, DCRS)
     paper_words: int = 1_500  # how much of the paper the journalist and editor read
+    # The paper's ablations (its Table 3): "no_reader" (the editor advises from the article alone),
+    # "no_editor" (the journalist revises from the reader's notes: "-Suggestions"), "no_collaboration" (the
+    # journalist revises its own draft with no input); "" runs the whole loop.
+    ablation: str = ""
+
+
+ABLATIONS = ("", "no_reader", "no_editor", "no_collaboration")
+# The paper's sampling (its implementation details): top_p 0.4, frequency penalty 1 (repetition penalty 1 is
+# no penalty), the temperature left at its default.
+JREL_SAMPLING = Sampling(top_p=0.4, frequency_penalty=1.0)
 
 
 @dataclass
@@ -69,6 +79,7 @@ class LayArticle:
     chosen: int = -1
     failures: list[str] = field(default_factory=list)
     models: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what the user should know about how it was written
     keep: str = LAST
 
     @property
@@ -156,7 +167,7 @@ async def write_lay_article_from(
     version so far is kept; with no first draft the result is not `ok` and `failures` says why."""
     options = options or LayOptions()
     transcript = transcript if transcript is not None else Transcript("jrel")
-    team = Team(llm, transcript, on_step, priority)
+    team = Team(llm, transcript, on_step, priority, sampling=JREL_SAMPLING)
     paper_block = f"The paper{f' ({title})' if title else ''}:\n{paper}"
     result = LayArticle(title=title, keep=options.keep)
     total = options.iterations
@@ -168,6 +179,10 @@ async def write_lay_article_from(
         )
         article = article_of(draft.text)
         problem = "" if article else "the journalist's answer held no article"
+        if draft.repetition:
+            result.warnings.append(
+                f"the first draft repeated itself ({draft.repetition}); the repeats were removed"
+            )
     except LLMError as error:
         article, problem = "", str(error)
     if problem:
@@ -179,27 +194,41 @@ async def write_lay_article_from(
     for iteration in range(1, total + 1):
         previous = result.versions[-1].article
         try:
-            notes = await team.ask(
-                "reader",
-                f"The article:\n{previous}\n\nTake your notes.",
-                step=f"Reader taking notes, iteration {iteration}/{total}",
-            )
-            advice = await team.ask(
-                "editor",
-                f"{paper_block}\n\nThe popular science article:\n{previous}\n\nThe reader's notes:\n{notes.text}\n\n"
-                "Evaluate the notes, then give your advice.",
-                step=f"Editor advising the journalist, iteration {iteration}/{total}",
-            )
+            notes = advice = ""
+            if options.ablation not in ("no_reader", "no_collaboration"):
+                notes = (
+                    await team.ask(
+                        "reader",
+                        f"The article:\n{previous}\n\nTake your notes.",
+                        step=f"Reader taking notes, iteration {iteration}/{total}",
+                    )
+                ).text
+            if options.ablation not in ("no_editor", "no_collaboration"):
+                read = (
+                    f"The reader's notes:\n{notes}\n\nEvaluate the notes, then give your advice."
+                    if notes
+                    else ("Give your advice on how to make the article easier for a general reader.")
+                )
+                advice = (
+                    await team.ask(
+                        "editor",
+                        f"{paper_block}\n\nThe popular science article:\n{previous}\n\n{read}",
+                        step=f"Editor advising the journalist, iteration {iteration}/{total}",
+                    )
+                ).text
             revision = await team.ask(
                 "journalist",
-                f"{paper_block}\n\nYour article:\n{previous}\n\nThe editor's advice:\n{advice.text}\n\n"
-                "Choose and refine the most useful advice, then rewrite the article.",
+                f"{paper_block}\n\nYour article:\n{previous}\n\n{_revision_input(advice, notes)}",
                 step=f"Journalist revising, iteration {iteration}/{total}",
             )
         except LLMError as error:
             transcript.note(f"iteration {iteration} stopped: {error}")
             break
         revised = article_of(revision.text)
+        if revision.repetition:
+            result.warnings.append(
+                f"revision {iteration} repeated itself ({revision.repetition}); the repeats were removed"
+            )
         if not revised:
             transcript.note(f"iteration {iteration}: the revision held no article; stopping")
             break
@@ -208,8 +237,8 @@ async def write_lay_article_from(
                 iteration,
                 revised,
                 readability.score(revised),
-                notes=notes.text.strip(),
-                advice=advice.text.strip(),
+                notes=notes.strip(),
+                advice=advice.strip(),
             )
         )
     result.failures = list(team.failures)
@@ -219,6 +248,19 @@ async def write_lay_article_from(
     else:
         result.chosen = len(result.versions) - 1
     return result
+
+
+def _revision_input(advice: str, notes: str) -> str:
+    """What the journalist revises from: the editor's advice, else the reader's notes, else nothing but its own
+    draft (the ablations without the editor, or without any collaboration)."""
+    if advice:
+        return f"The editor's advice:\n{advice}\n\nChoose and refine the most useful advice, then rewrite the article."
+    if notes:
+        return (
+            f"A general reader's notes on your article:\n{notes}\n\nWhere the notes show the reader misunderstood "
+            "or missed something, make the article clearer. Rewrite the article."
+        )
+    return "Revise your article so that a general reader finds it easier to read. Rewrite the article."
 
 
 def _version() -> str:

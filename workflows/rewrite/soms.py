@@ -53,6 +53,7 @@ class SomsOptions:
     clarifier_rounds: int = 3  # the clarifier revises rejected substitutions at most this often
     accuracy_rounds: int = 2  # the expert's accuracy check may send the rewrite back this often
     min_questions: int = 4  # the layperson asks at least this many questions (the paper: 4)
+    loops: tuple[str, ...] = LOOPS  # the interaction loops that may run; (LAYPERSON,) is the paper's ablation
 
 
 _SELECTOR_SCHEMA: dict[str, Any] = {
@@ -175,7 +176,7 @@ class _Society:
         self.text = original
         self.explained: dict[str, str] = {}
         self.log: list[str] = []
-        self.entered = dict.fromkeys(LOOPS, 0)
+        self.entered = dict.fromkeys(options.loops, 0)
         self.rewrites = 0  # versions the simplifier produced
 
     @property
@@ -205,7 +206,7 @@ class _Society:
     # -- the agent selector ---------------------------------------------------------------------------------------
 
     async def choose(self, turn: int, turns: int) -> str:
-        available = [loop for loop in LOOPS if self.entered[loop] < self.options.loop_limit]
+        available = [loop for loop in self.options.loops if self.entered[loop] < self.options.loop_limit]
         if len(available) == 1:
             return available[0]  # nothing to choose: no call
         try:
@@ -478,7 +479,7 @@ async def simplify_paragraph(
         CLARIFIER: society.clarifier_loop,
         REDUNDANCY: society.redundancy_loop,
     }
-    turns = len(LOOPS) * options.loop_limit
+    turns = len(options.loops) * options.loop_limit
     for turn in range(1, turns + 1):
         loop = await society.choose(turn, turns)
         society.entered[loop] += 1

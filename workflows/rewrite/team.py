@@ -16,6 +16,15 @@ from .transcript import Transcript, Turn
 from .types import StepCallback, no_steps
 
 
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """A pipeline's sampling defaults where its paper gives them; None leaves the endpoint settings."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+
+
 @dataclass
 class Team:
     llm: LLMClient
@@ -25,6 +34,7 @@ class Team:
     # Words the role prompts are written with ($domain_text, $expert...), so one prompt serves several domains.
     words: Mapping[str, str] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    sampling: Sampling = field(default_factory=lambda: Sampling())  # the pipeline's, from its paper
 
     def system(self, prompt_name: str) -> dict[str, str]:
         return {"role": "system", "content": render(prompt_name, **self.words)}
@@ -60,7 +70,9 @@ class Team:
                     schema=schema,
                     schema_name=schema_name,
                     priority=self.priority,
-                    temperature=temperature,
+                    temperature=self.sampling.temperature if temperature is None else temperature,
+                    top_p=self.sampling.top_p,
+                    frequency_penalty=self.sampling.frequency_penalty,
                     max_tokens=max_tokens,
                 )
             )
