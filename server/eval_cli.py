@@ -75,12 +75,15 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
     config = settings.llm_config()
     review = settings.review_options()
     review.min_words = 1  # a dataset's paragraph is reviewed whatever its length
+    online = settings.online_searches()
     options = runner.EvalOptions(
         review=review,
         soms=settings.soms_options(),
         agentsimp=settings.agentsimp_options(),
         lay=settings.lay_options(),
         concurrency=arguments.concurrency or config.default.max_concurrency,
+        web=online.web,
+        scholarly=online.scholarly,
     )
     store = runner.ResultStore(folder, runner.run_key(method, config, options))
     if store.other_settings:

@@ -155,7 +155,7 @@ class ReviewCoordinator:
         return self._stores.setdefault(folder, DismissalStore(folder))
 
     async def _literature(self, manuscript: Manuscript, settings: Settings, uri: str) -> Literature:
-        from margin.workflows.feedback.literature import Literature, WebSearch
+        from margin.workflows.feedback.literature import Literature
 
         base = uri_to_path(uri)
         folders = []
@@ -164,8 +164,8 @@ class ReviewCoordinator:
             if not folder.is_absolute() and base is not None:
                 folder = self.store_for(uri).path.parent.parent / folder
             folders.append(folder)
-        url = settings.values["review.webSearchUrl"]
-        return await Literature.gather(manuscript, folders, WebSearch(url) if url else None)
+        online = settings.online_searches()
+        return await Literature.gather(manuscript, folders, online.web, scholarly=online.scholarly)
 
     # -- when ---------------------------------------------------------------------------------------------------
 

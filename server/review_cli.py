@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from margin.workflows.feedback.literature import Literature, WebSearch
+from margin.workflows.feedback.literature import Literature
 from margin.workflows.feedback.pipeline import review_manuscript
 from margin.workflows.feedback.types import Mode, ParagraphReview
 from margin.workflows.llm.client import LLMClient
@@ -109,11 +109,12 @@ async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
                     continue
                 for warning in warnings:
                     print(f"margin: {warning}", file=sys.stderr)
-                url = settings.values["review.webSearchUrl"]
+                online = settings.online_searches()
                 literature = await Literature.gather(
                     manuscript,
                     [Path(folder) for folder in arguments.literature],
-                    WebSearch(url) if url else None,
+                    online.web,
+                    scholarly=online.scholarly,
                 )
                 reviews = await review_manuscript(
                     manuscript,

@@ -19,7 +19,9 @@ from margin.workflows.llm.config import AUTO, EndpointConfig, LLMConfig, RoleRou
 from margin.workflows.llm.types import ROLES, StructuredMode
 
 if TYPE_CHECKING:
+    from margin.workflows.feedback.literature import WebSearch
     from margin.workflows.feedback.pipeline import ReviewOptions
+    from margin.workflows.feedback.scholarly import ScholarlySearch
     from margin.workflows.rewrite.agentsimp import AgentSimpOptions
     from margin.workflows.rewrite.jrel import LayOptions
     from margin.workflows.rewrite.soms import SomsOptions
@@ -199,6 +201,27 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "string",
         "",
         "A SearxNG-style JSON search URL for literature questions; empty: no web search (the default).",
+    ),
+    SettingSpec(
+        "review.scholarlySearch",
+        "string",
+        "off",
+        "Search a scholarly index for literature questions: OpenAlex, Semantic Scholar or arXiv; the works' "
+        "abstracts and open-access PDFs are read (never peer-review sites) and cached in the user cache "
+        "directory. off: nothing is searched or downloaded (the default).",
+        choices=("off", "openalex", "semanticscholar", "arxiv"),
+    ),
+    SettingSpec(
+        "review.scholarlyBaseUrl",
+        "string",
+        "",
+        "Base URL of the scholarly search's API (a mirror or a proxy); empty: the service's public API.",
+    ),
+    SettingSpec(
+        "review.mailto",
+        "string",
+        "",
+        "An e-mail address sent with scholarly searches (OpenAlex's polite pool asks for one); empty: none.",
     ),
     SettingSpec(
         "simplify.paragraphMethod",
@@ -420,6 +443,12 @@ _BY_KEY = {spec.key: spec for spec in SETTINGS}
 
 
 @dataclass(frozen=True, slots=True)
+class OnlineSearches:
+    web: WebSearch | None
+    scholarly: ScholarlySearch | None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     values: Mapping[str, Any]
 
@@ -470,6 +499,21 @@ class Settings:
             judge=bool(values["review.planJudge"]),
             min_words=int(values["review.minWords"]),
             max_findings=int(values["review.maxFindings"]),
+        )
+
+    def online_searches(self) -> OnlineSearches:
+        """The web and scholarly searches the user opted in to (None each when off), for every review path:
+        the editor, `margin review` and `margin eval feedback`."""
+        from margin.workflows.feedback.literature import WebSearch
+        from margin.workflows.feedback.scholarly import scholarly_search
+
+        values = self.values
+        url = values["review.webSearchUrl"]
+        return OnlineSearches(
+            WebSearch(url) if url else None,
+            scholarly_search(
+                values["review.scholarlySearch"], values["review.scholarlyBaseUrl"], values["review.mailto"]
+            ),
         )
 
     def section(self, name: str) -> dict[str, Any]:

@@ -1,14 +1,18 @@
 """What the investigator may read about the literature: the keys a paragraph cites, the manuscript's .bib files,
 PDFs in the user's folders, and a SearxNG-style web search (a real HTTP server on loopback) that never uses
-peer-review sites."""
+peer-review sites; how a question ranks all of it (BM25, top 5); and the literature of `margin eval feedback`
+examples (a PDF folder and a .bib per example)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from margin.server.cli import main
+from margin.workflows.evaluation.datasets import FEEDBACK, DatasetError, load_examples
 from margin.workflows.feedback.literature import (
     BLOCKED_DOMAINS,
     Literature,
@@ -19,12 +23,17 @@ from margin.workflows.feedback.literature import (
     read_bibliography,
 )
 from margin.workflows.feedback.types import Source
-from margin.workflows.manuscript.model import Paragraph
+from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule
+from margin.workflows.manuscript.model import Manuscript, Paragraph
 
 from conftest import (
     FIXTURES,
     PAPER_MAIN,
+    SCRIPTED_MODEL,
+    ScriptedFactory,
     SearchServer,
+    final_user_message,
+    finding_json,
     load_manuscript,
     minimal_pdf,
     only,
@@ -410,16 +419,17 @@ async def test_literature_gathers_the_bibliography_and_the_pdf_library(tmp_path:
     passages = await literature.search("Which rare dosage terms do section budgets keep?", paragraph, k=5)
     titles = [passage.title for passage in passages]
     assert titles == [
+        "zhou2021",  # the only passage that shares words with the question
+        # the paragraph's cited works fill the places left, in citation order
         "Strong Lexical Baselines for Technology-Assisted Review",
         "Dense Passage Encoders for Biomedical Screening",
         "Lexical Matching Still Matters: An Analysis of Learned Term Weights",
         "Learned Sparse Representations at the Cost of BM25",
-        "zhou2021",
     ]
     assert all(passage.source is Source.LITERATURE for passage in passages)
 
 
-async def test_literature_uses_the_web_only_when_cited_works_and_pdfs_are_too_few(
+async def test_literature_asks_the_web_for_every_question_and_ranks_its_results_with_the_rest(
     search_server: SearchServer,
 ) -> None:
     search_server.payload = {"results": PEER_REVIEW_RESULTS}
@@ -427,11 +437,10 @@ async def test_literature_uses_the_web_only_when_cited_works_and_pdfs_are_too_fe
     literature = await Literature.gather(paper, web=WebSearch(search_server.url))
     cites_four = paragraph_starting(paper, "Ranking models offer a natural framing")
 
-    assert len(await literature.search("q", cites_four, k=4)) == 4
-    assert search_server.queries == []
-    passages = await literature.search("section budgets", cites_four, k=5)
-    assert [passage.uri for passage in passages][-1] == "https://www.example.org/sparse-pruning"
+    passages = await literature.search("How do section budgets help sparse pruning?", cites_four, k=4)
     assert len(search_server.queries) == 1
+    assert passages[0].uri == "https://www.example.org/sparse-pruning"  # the best match, whatever its source
+    assert len(passages) == 4
     assert not any("review" in (passage.uri or "") for passage in passages)
 
 
@@ -440,3 +449,223 @@ async def test_literature_for_a_paragraph_citing_nothing_is_empty_without_a_libr
     literature = await Literature.gather(paper)
     uncited = paragraph_starting(paper, "Trial reports, however, are not open-domain passages.")
     assert await literature.search("What do trial reports contain?", uncited) == []
+
+
+# -- ranking: a question reads the passages that answer it, whatever their source ---------------------------------
+
+
+def bib_entry(key: str, title: str, abstract: str, **fields: str) -> str:
+    extra = "".join(f"  {name} = {{{value}}},\n" for name, value in fields.items())
+    return f"@article{{{key},\n  title = {{{title}}},\n  abstract = {{{abstract}}},\n{extra}}}\n"
+
+
+def citing_paper(folder: Path, keys: list[str], *entries: str) -> tuple[Manuscript, Paragraph]:
+    """A Markdown paper in `folder` whose one paragraph cites `keys`, with the entries in refs.bib beside it."""
+    (folder / "refs.bib").write_text("".join(entries), encoding="utf-8")
+    citations = "; ".join(f"@{key}" for key in keys)
+    paper = folder / "paper.md"
+    paper.write_text(
+        f"---\nbibliography: refs.bib\n---\n\nWe build on earlier retrieval work [{citations}].\n",
+        encoding="utf-8",
+    )
+    manuscript = load_manuscript(paper)
+    return manuscript, only(manuscript)
+
+
+async def test_cited_works_are_ranked_by_the_question_not_by_citation_order(tmp_path: Path) -> None:
+    paper, paragraph = citing_paper(
+        tmp_path,
+        ["first", "second"],
+        bib_entry(
+            "first", "Trial Screening Workloads", "Screening teams spend weeks reading trial abstracts."
+        ),
+        bib_entry(
+            "second", "Posting List Pruning", "Budgets per section keep rare dosage terms in the index."
+        ),
+    )
+    literature = await Literature.gather(paper)
+
+    about_second = await literature.search("Do section budgets keep rare dosage terms?", paragraph)
+    assert [passage.title for passage in about_second] == [
+        "Posting List Pruning",
+        "Trial Screening Workloads",
+    ]
+    about_first = await literature.search("How long do screening teams spend on abstracts?", paragraph)
+    assert [passage.title for passage in about_first] == ["Trial Screening Workloads", "Posting List Pruning"]
+
+
+async def test_keywords_and_authors_find_a_cited_work(tmp_path: Path) -> None:
+    paper, paragraph = citing_paper(
+        tmp_path,
+        ["a", "b", "c"],
+        bib_entry("a", "On Indexes", "We study indexes.", keywords="impact ordering, quantization"),
+        bib_entry("b", "On Queries", "We study queries.", author="Okafor, Nnamdi", year="2021"),
+        bib_entry("c", "On Collections", "We study collections."),
+    )
+    literature = await Literature.gather(paper)
+    by_keyword = await literature.search("Does impact ordering help?", paragraph, k=1)
+    assert [passage.title for passage in by_keyword] == ["On Indexes"]
+    assert "Keywords: impact ordering, quantization" in by_keyword[0].text
+    by_author = await literature.search("What did Okafor find in 2021?", paragraph, k=1)
+    assert [passage.title for passage in by_author] == ["On Queries"]
+
+
+async def test_pdfs_and_cited_works_are_ranked_together(tmp_path: Path) -> None:
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "zhou2021.pdf").write_bytes(minimal_pdf(PDF_LINES))
+    (library / "unrelated.pdf").write_bytes(
+        minimal_pdf(["Graph colouring heuristics for school timetables."])
+    )
+    paper, paragraph = citing_paper(
+        tmp_path,
+        ["screening"],
+        bib_entry(
+            "screening", "Trial Screening Workloads", "Screening teams spend weeks reading trial abstracts."
+        ),
+    )
+    literature = await Literature.gather(paper, [library])
+
+    about_pdf = await literature.search("Which rare dosage terms do section budgets keep?", paragraph)
+    assert [passage.title for passage in about_pdf] == ["zhou2021", "Trial Screening Workloads"]
+    assert about_pdf[0].uri == (library / "zhou2021.pdf").as_uri()  # the evidence says where it came from
+    about_bib = await literature.search("How long do screening teams read trial abstracts?", paragraph)
+    assert [passage.title for passage in about_bib] == ["Trial Screening Workloads"]  # no PDF shares a word
+
+
+QUERY_TERMS = ["posting", "pruning", "budget", "section", "dosage", "recall"]
+
+
+async def test_a_question_reads_the_top_5_passages_best_first(tmp_path: Path) -> None:
+    """Seven cited works share 0 to 6 of the question's words: the five that share most, best first."""
+    entries = [
+        bib_entry(f"w{count}", f"Work {count}", " ".join(QUERY_TERMS[:count] + ["filler"] * (6 - count)))
+        for count in range(7)
+    ]
+    paper, paragraph = citing_paper(tmp_path, [f"w{count}" for count in range(7)], *entries)
+    literature = await Literature.gather(paper)
+    passages = await literature.search(" ".join(QUERY_TERMS) + "?", paragraph)
+    assert [passage.title for passage in passages] == ["Work 6", "Work 5", "Work 4", "Work 3", "Work 2"]
+
+
+async def test_bib_files_given_beside_a_text_are_read_for_every_paragraph(tmp_path: Path) -> None:
+    bib = tmp_path / "example.bib"
+    bib.write_text(
+        bib_entry(
+            "zhou", "Posting List Pruning", "Budgets per section keep rare dosage terms.", doi="10.1/zhou"
+        )
+        + bib_entry("other", "Graph Colouring", "Heuristics for school timetables."),
+        encoding="utf-8",
+    )
+    paper = load_manuscript(PAPER_MAIN)
+    literature = await Literature.gather(paper, bib_files=[bib])
+    uncited = paragraph_starting(paper, "Trial reports, however, are not open-domain passages.")
+    assert literature.available_for(uncited)
+    (passage,) = await literature.search("Do section budgets keep rare dosage terms?", uncited)
+    assert passage.title == "Posting List Pruning"
+    assert passage.uri == "https://doi.org/10.1/zhou"
+
+
+# -- margin eval feedback: a PDF folder and a .bib per example -------------------------------------------------------
+
+
+EVAL_PARAGRAPH = (
+    "We prune posting lists to a fixed budget per section, as earlier work on sparse indexes proposed."
+)
+EVAL_QUESTION = "Which rare dosage terms do section budgets keep in pruned indexes?"
+
+
+def feedback_agents() -> list[Rule]:
+    """Full mode with one literature question: planner, controller, investigator, reviewer."""
+    plan = [{"action": "literature_question", "question": EVAL_QUESTION}, {"action": "review"}]
+    decision = {"explanation": "the plan's step", "action": "literature_question"}
+    finding = finding_json("fixed budget per section", "Originality", "Compare with section pruning.", "")
+
+    def investigator(request: RecordedRequest) -> Reply:
+        return Reply(json={"answer": "They keep them.", "answerable": True, "passages": [1]})
+
+    return [
+        Rule(role="planner", replies=[Reply(json={"steps": plan})]),
+        Rule(role="controller", replies=[Reply(json=decision)]),
+        Rule(role="investigator", respond=investigator),
+        Rule(role="reviewer", replies=[Reply(json={"findings": [finding]})]),
+    ]
+
+
+def feedback_dataset(folder: Path) -> Path:
+    """Two examples: one names a folder of PDFs, the other a .bib file (paths relative to the dataset)."""
+    (folder / "papers" / "ex1").mkdir(parents=True)
+    (folder / "papers" / "ex1" / "zhou.pdf").write_bytes(
+        minimal_pdf(["PDF-ONLY: section budgets keep rare dosage terms."])
+    )
+    (folder / "refs").mkdir()
+    (folder / "refs" / "ex2.bib").write_text(
+        bib_entry(
+            "chen", "Section Budgets", "BIB-ONLY: section budgets keep rare dosage terms in pruned indexes."
+        ),
+        encoding="utf-8",
+    )
+    common = {"paragraph": EVAL_PARAGRAPH, "review": "Cite the section pruning work.", "label": "Originality"}
+    records = [
+        {"id": "ex1", **common, "literature": "../papers/ex1"},  # relative to data/, where the dataset is
+        {"id": "ex2", **common, "bib": "../refs/ex2.bib"},
+        {"id": "ex3", **common},
+    ]
+    dataset = folder / "data" / "reviews.jsonl"
+    dataset.parent.mkdir()
+    dataset.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return dataset
+
+
+def test_the_eval_dataset_names_literature_relative_to_itself(tmp_path: Path) -> None:
+    examples = {example.id: example for example in load_examples(feedback_dataset(tmp_path), FEEDBACK)}
+    assert examples["ex1"].texts("literature") == [str((tmp_path / "papers" / "ex1").resolve())]
+    assert examples["ex2"].texts("bib") == [str((tmp_path / "refs" / "ex2.bib").resolve())]
+    assert "literature" not in examples["ex3"].fields and "bib" not in examples["ex3"].fields
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"literature": "missing-folder"}, "its literature folder .*missing-folder does not exist"),
+        ({"bib": "missing.bib"}, "its bib file .*missing.bib does not exist"),
+        ({"bib": ["../refs/ex2.bib", 3]}, "bib must be a path or a list of paths"),
+    ],
+)
+def test_an_eval_example_naming_literature_that_is_not_there_is_refused(
+    tmp_path: Path, extra: dict[str, object], message: str
+) -> None:
+    dataset = feedback_dataset(tmp_path)
+    record = {"id": "bad", "paragraph": EVAL_PARAGRAPH, "review": "r", "label": "Originality", **extra}
+    dataset.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=message):
+        load_examples(dataset, FEEDBACK)
+
+
+def test_margin_eval_feedback_reads_each_examples_pdf_folder_and_bib(
+    scripted: ScriptedFactory, tmp_path: Path
+) -> None:
+    endpoint = scripted(*feedback_agents())
+    dataset = feedback_dataset(tmp_path)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"review": {"mode": "full", "candidatePlans": 1}}), encoding="utf-8")
+    out = tmp_path / "out"
+    code = main(
+        ["eval", FEEDBACK, "--dataset", str(dataset), "--out", str(out), "--settings", str(settings),
+         "--endpoint", endpoint.base_url, "--model", SCRIPTED_MODEL, "--no-cache"]
+    )  # fmt: skip
+    assert code == 0
+
+    prompts = [final_user_message(request) for request in endpoint.calls("investigator")]
+    assert len(prompts) == 2  # ex3 names no literature: its literature question is not asked
+    assert sum("PDF-ONLY" in prompt and "BIB-ONLY" not in prompt for prompt in prompts) == 1
+    assert sum("BIB-ONLY" in prompt and "PDF-ONLY" not in prompt for prompt in prompts) == 1
+    assert all(EVAL_QUESTION in prompt for prompt in prompts)
+    predictions = [
+        json.loads(line) for line in (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert {prediction["id"]: prediction["status"] for prediction in predictions} == {
+        "ex1": "reviewed",
+        "ex2": "reviewed",
+        "ex3": "reviewed",
+    }

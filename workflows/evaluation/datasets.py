@@ -6,7 +6,11 @@ One JSON object a line; `id` is required and unique. Per method:
                          "domain"?: "medical" | "science" (default: the simplify.domain setting; Cochrane: medical)}
 - agentsimp (AgentSimp): {"id", "source": ["paragraph", ...], "references": ["simplified document", ...]}
 - feedback (SWIF2T):     {"id", "paragraph", "paper"?: "the rest of the paper", "review": "a human review",
-                          "label": "Replicability" | "Originality" | ...}
+                          "label": "Replicability" | "Originality" | ..., "literature"?: "a folder of PDFs",
+                          "bib"?: "a .bib file"} (either of the last two may be a list; paths are relative to the
+                          dataset file). Literature questions about the example rank the PDFs' passages and all
+                          the .bib entries (cited or not: the example's reference list) with BM25, as `margin
+                          review --literature` does.
 A folder given as the dataset is read by an adapter: Cochrane pairs (val.source / val.target / val.doi, Devaraj et al.
 2021) or eLife/PLOS lay-summary JSONL (Goldsack et al. 2022).
 """
@@ -70,8 +74,36 @@ def load_examples(path: Path, method: str) -> list[Example]:
                 f"{path}: example {identifier!r} lacks {', '.join(missing)} (needed by {method})"
             )
         seen.add(identifier)
+        if method == FEEDBACK:
+            record = _with_literature_paths(record, path, identifier)
         examples.append(Example(identifier, record))
     return examples
+
+
+_LITERATURE_KEYS = {"literature": "folder", "bib": "file"}
+
+
+def _with_literature_paths(record: dict[str, Any], dataset: Path, identifier: str) -> dict[str, Any]:
+    """The example's "literature" folders and "bib" files as absolute paths (written relative to the dataset),
+    checked now: a mistyped path would otherwise quietly give a review without its literature."""
+    base = dataset if dataset.is_dir() else dataset.parent
+    resolved = dict(record)
+    for key, kind in _LITERATURE_KEYS.items():
+        value = record.get(key)
+        if value is None:
+            continue
+        names = value if isinstance(value, list) else [value]
+        if not all(isinstance(name, str) and name.strip() for name in names):
+            raise DatasetError(f"{dataset}: example {identifier!r}: {key} must be a path or a list of paths")
+        paths = [(base / Path(name).expanduser()).resolve() for name in names]
+        for found in paths:
+            exists = found.is_dir() if kind == "folder" else found.is_file()
+            if not exists:
+                raise DatasetError(
+                    f"{dataset}: example {identifier!r}: its {key} {kind} {found} does not exist"
+                )
+        resolved[key] = [str(found) for found in paths]
+    return resolved
 
 
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:

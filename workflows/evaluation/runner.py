@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from margin.workflows import readability
+from margin.workflows.feedback.literature import Literature, WebSearch
 from margin.workflows.feedback.pipeline import ReviewContext, ReviewOptions, review_paragraph
+from margin.workflows.feedback.scholarly import ScholarlySearch
 from margin.workflows.feedback.types import Mode
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.config import LLMConfig
@@ -39,6 +41,8 @@ class EvalOptions:
     lay: jrel.LayOptions = field(default_factory=jrel.LayOptions)
     review: ReviewOptions = field(default_factory=lambda: ReviewOptions(mode=Mode.FULL, min_words=1))
     concurrency: int = 4  # examples in flight; the LLM layer's limiter bounds the requests
+    web: WebSearch | None = None  # the online searches the user opted in to, as for `margin review`
+    scholarly: ScholarlySearch | None = None
 
 
 def run_key(method: str, llm: LLMConfig, options: EvalOptions) -> str:
@@ -66,6 +70,12 @@ def run_key(method: str, llm: LLMConfig, options: EvalOptions) -> str:
                 "review": options.review,
             }
         ),
+        "online": {  # where literature questions may read: it changes what the reviewer is told
+            "web": options.web.url if options.web else None,
+            "scholarly": [options.scholarly.service, options.scholarly.base_url]
+            if options.scholarly
+            else None,
+        },
     }
     text = json.dumps(described, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
@@ -193,7 +203,16 @@ async def _review(example: Example, llm: LLMClient, options: EvalOptions) -> dic
             "status": "failed",
             "failures": ["the paragraph has no prose"],
         }
-    context = await ReviewContext.build(manuscript)
+    # The same literature as `margin review --literature`: the example's PDF folders, and its .bib files (read for
+    # every literature question: the example's paragraph names its works in prose, not by citation key).
+    literature = await Literature.gather(
+        manuscript,
+        [Path(folder) for folder in example.texts("literature")],
+        options.web,
+        scholarly=options.scholarly,
+        bib_files=[Path(bib) for bib in example.texts("bib")],
+    )
+    context = await ReviewContext.build(manuscript, literature)
     review = await review_paragraph(paragraph, context, llm, options.review)
     first = review.findings[0] if review.findings else None
     return {

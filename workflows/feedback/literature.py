@@ -162,9 +162,8 @@ def pdf_passages(folders: Sequence[Path], size: int = PASSAGE_CHARACTERS) -> lis
         for pdf in sorted(folder.rglob("*.pdf")) if folder.is_dir() else []:
             try:
                 title, text = pdf_text(pdf)
-            except (
-                Exception
-            ) as error:  # pypdf raises many kinds on damaged files; one bad PDF must not stop a review
+            # pypdf raises many kinds of errors on damaged files; one bad PDF must not stop a review
+            except Exception as error:
                 log.warning("cannot read %s: %s", pdf, error)
                 continue
             passages.extend(text_passages(text, title or pdf.stem, pdf.resolve().as_uri(), str(pdf), size))
@@ -237,9 +236,8 @@ class Literature:
     """Everything the investigator may read about the literature for one manuscript."""
 
     bibliography: dict[str, BibEntry] = field(default_factory=dict)
-    library: PassageIndex | None = (
-        None  # the user's PDFs and the entries of .bib files given for every paragraph
-    )
+    # The user's PDFs, and the entries of .bib files given for every paragraph: BM25 over all of them.
+    library: PassageIndex | None = None
     web: WebSearch | None = None
     scholarly: ScholarlySearch | None = None
 

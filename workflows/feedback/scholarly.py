@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -34,7 +35,7 @@ from .types import Passage, Source
 
 log = logging.getLogger("margin.feedback.scholarly")
 
-OFF, OPENALEX, SEMANTIC_SCHOLAR, ARXIV = "off", "openalex", "semanticscholar", "arxiv"
+OPENALEX, SEMANTIC_SCHOLAR, ARXIV = "openalex", "semanticscholar", "arxiv"
 SERVICES = (OPENALEX, SEMANTIC_SCHOLAR, ARXIV)
 PUBLIC_URLS = {
     OPENALEX: "https://api.openalex.org",
@@ -97,9 +98,8 @@ def search_terms(question: str, words: int = _QUERY_WORDS) -> str:
 
 def openalex_works(payload: Any) -> list[Work]:
     """Works of an OpenAlex /works answer: the abstract is rebuilt from its inverted index."""
-    results = payload.get("results") if isinstance(payload, dict) else None
     works = []
-    for item in results if isinstance(results, list) else []:
+    for item in _results(payload, "results"):
         if not isinstance(item, dict):
             continue
         title = _text(item.get("title") or item.get("display_name"))
@@ -142,9 +142,8 @@ def abstract_from_inverted_index(index: Any) -> str:
 
 def semantic_scholar_works(payload: Any) -> list[Work]:
     """Works of a Semantic Scholar /graph/v1/paper/search answer."""
-    results = payload.get("data") if isinstance(payload, dict) else None
     works = []
-    for item in results if isinstance(results, list) else []:
+    for item in _results(payload, "data", required=False):  # a search that found nothing has no "data"
         if not isinstance(item, dict) or not _text(item.get("title")):
             continue
         ids = item.get("externalIds") if isinstance(item.get("externalIds"), dict) else {}
@@ -165,6 +164,8 @@ def semantic_scholar_works(payload: Any) -> list[Work]:
 def arxiv_works(feed: bytes) -> list[Work]:
     """Works of an arXiv API Atom feed (every arXiv paper has a PDF)."""
     root = ElementTree.fromstring(feed)
+    if root.tag != f"{_ATOM}feed":
+        raise ValueError(f"not an Atom feed: <{root.tag}>")
     works = []
     for entry in root.iter(f"{_ATOM}entry"):
         title = _atom_text(entry, "title")
@@ -190,6 +191,16 @@ def arxiv_works(feed: bytes) -> list[Work]:
             )
         )
     return works
+
+
+def _results(payload: Any, key: str, required: bool = True) -> list[Any]:
+    """The list of works in a JSON answer. Any other shape is not the API's answer (a proxy's, a captive
+    portal's): it raises, so that it is neither used nor cached."""
+    if isinstance(payload, dict) and isinstance(payload.get(key), list):
+        return list(payload[key])
+    if isinstance(payload, dict) and key not in payload and not required:
+        return []
+    raise ValueError(f"not a search answer: no list of {key!r}")
 
 
 def _atom_text(element: ElementTree.Element, name: str) -> str:
@@ -233,8 +244,9 @@ def default_cache_folder() -> Path:
 
 
 class DiskCache:
-    """HTTP answers on disk, one file per URL (named by its hash). Reading an answer renews it; when the folder
-    outgrows `max_bytes`, the least recently used answers go. Disk errors are misses, never failures."""
+    """HTTP answers on disk, one file per URL (named by its hash). A file's modification time is when it was
+    fetched (older than `max_age`: a miss), its access time when it was last used (when the folder outgrows
+    `max_bytes`, the least recently used answers go). Disk errors are misses, never failures."""
 
     def __init__(
         self, folder: Path | None = None, max_bytes: int = CACHE_MAX_BYTES, max_age: float = CACHE_MAX_AGE
@@ -249,10 +261,11 @@ class DiskCache:
     def get(self, url: str) -> bytes | None:
         path = self._path(url)
         try:
-            if time.time() - path.stat().st_mtime > self.max_age:
+            fetched = path.stat().st_mtime
+            if time.time() - fetched > self.max_age:
                 return None
             body = path.read_bytes()
-            os.utime(path)  # recently used: pruned last
+            os.utime(path, (time.time(), fetched))  # used now (pruned last), fetched when it was
         except OSError:
             return None
         return body
@@ -275,7 +288,7 @@ class DiskCache:
             if entry.name.endswith(".body"):
                 with contextlib.suppress(OSError):  # removed by another process meanwhile
                     stat = entry.stat()
-                    entries.append((stat.st_mtime, stat.st_size, entry.path))
+                    entries.append((stat.st_atime, stat.st_size, entry.path))
         total = sum(size for _, size, _ in entries)
         for _, size, path in sorted(entries):
             if total <= self.max_bytes:
@@ -321,25 +334,32 @@ class ScholarlySearch:
         if self.service == SEMANTIC_SCHOLAR:
             parameters = {"query": terms, "limit": self.works, "fields": _SEMANTIC_SCHOLAR_FIELDS}
             return f"{self.root}/graph/v1/paper/search?{urlencode(parameters)}"
-        # arXiv matches every word given with AND; any word, ranked by relevance, finds the works that share most
+        # Any of the words, ranked by relevance: a whole question's words are rarely all in one abstract.
         query = " OR ".join(f"all:{word}" for word in terms.split())
         parameters = {"search_query": query, "start": 0, "max_results": self.works, "sortBy": "relevance"}
         return f"{self.root}/api/query?{urlencode(parameters)}"
 
     async def search(self, question: str) -> list[Passage]:
         """Passages of the works found: each abstract, then the text of the first open-access PDFs. Never raises
-        for the network's or the service's sake: a failure is logged once and gives what was found before it."""
+        for the network's, the service's or a setting's sake: a failed search is one log line and no passages,
+        a failed PDF one log line and that PDF's passages missing."""
         if not search_terms(question):
             return []
+        try:
+            return await self._search(question)
+        # network, HTTP status, timeout, a body that is not the API's answer, a mail address httpx cannot send
+        except Exception as error:
+            log.warning("scholarly search (%s) failed for %r: %s", self.service, question, error)
+            return []
+
+    async def _search(self, question: str) -> list[Passage]:
         agent = "margin (scientific manuscript review)" + (f"; mailto:{self.mailto}" if self.mailto else "")
         async with httpx.AsyncClient(timeout=self.timeout, headers={"User-Agent": agent}) as client:
-            try:
-                works = self._parse(await self._get(client, self.search_url(question), MAX_ANSWER_BYTES))
-            except (
-                Exception
-            ) as error:  # network, HTTP status, timeout, a body that is not the API's: no works
-                log.warning("scholarly search (%s) failed for %r: %s", self.service, question, error)
-                return []
+            url = self.search_url(question)
+            body, fresh = await self._get(client, url, MAX_ANSWER_BYTES)
+            works = self._parse(body)
+            if fresh:
+                await self._keep(url, body)
             passages = [work.passage() for work in works]
             with_pdf = [work for work in works if work.pdf_url][: self.pdfs]
             for pages in await asyncio.gather(*(self._pdf_passages(client, work) for work in with_pdf)):
@@ -349,32 +369,36 @@ class ScholarlySearch:
     def _parse(self, body: bytes) -> list[Work]:
         if self.service == ARXIV:
             return arxiv_works(body)[: self.works]
-        payload = httpx.Response(200, content=body).json()
         parse = openalex_works if self.service == OPENALEX else semantic_scholar_works
-        return parse(payload)[: self.works]
+        return parse(json.loads(body))[: self.works]
 
     async def _pdf_passages(self, client: httpx.AsyncClient, work: Work) -> list[Passage]:
         url = work.pdf_url or ""
         try:
-            body = await self._get(client, url, MAX_PDF_BYTES)
+            body, fresh = await self._get(client, url, MAX_PDF_BYTES)
             if not body.startswith(b"%PDF"):  # an "open-access URL" is often the landing page
                 raise FetchError(f"{url} is not a PDF")
             title, text = await asyncio.to_thread(pdf_text, body, MAX_PDF_PAGES)
         except Exception as error:  # the network's, the server's or pypdf's many kinds: this PDF is skipped
             log.warning("cannot read the open-access PDF %s: %s", url, error)
             return []
+        if fresh:
+            await self._keep(url, body)
         return text_passages(text, work.title or title or url, url, url)
 
-    async def _get(self, client: httpx.AsyncClient, url: str, limit: int) -> bytes:
-        """The body at the URL, from the cache when it is there; only http(s), never a blocked site, at most
-        `limit` bytes, within the timeout in all (a server that trickles a body does not hold a review)."""
+    async def _get(self, client: httpx.AsyncClient, url: str, limit: int) -> tuple[bytes, bool]:
+        """The body at the URL and whether it is fresh (else it came from the cache); only http(s), never a
+        blocked site, at most `limit` bytes, within the timeout in all (a server that trickles a body does not
+        hold a review up)."""
         cached = await asyncio.to_thread(self.cache.get, url)
         if cached is not None:
-            return cached
+            return cached, False
         async with asyncio.timeout(self.timeout):
-            body = await self._download(client, url, limit)
+            return await self._download(client, url, limit), True
+
+    async def _keep(self, url: str, body: bytes) -> None:
+        """Cache a body once it proved usable: an error page served with status 200 is not kept for a month."""
         await asyncio.to_thread(self.cache.put, url, body)
-        return body
 
     async def _download(self, client: httpx.AsyncClient, url: str, limit: int) -> bytes:
         for _ in range(MAX_REDIRECTS + 1):
