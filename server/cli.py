@@ -192,28 +192,22 @@ def _doctor(arguments: argparse.Namespace) -> int:
 
 def _check(arguments: argparse.Namespace) -> int:
     # The manuscript parsers and the readability scorer: what `check` needs, and nothing of the LSP or models.
+    from margin.workflows.manuscript.discovery import load_paths
     from margin.workflows.manuscript.loader import ManuscriptLoader
-    from margin.workflows.manuscript.source import UnreadableFile
     from margin.workflows.manuscript.sources import SourceProvider
     from margin.workflows.readability import ReadabilityCache
 
     from .render import as_json, as_text, check
 
     settings = _settings(arguments)
-    loader = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes))
+    loaded = load_paths(ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes)), arguments.files)
+    for message in (*loaded.errors, *loaded.notes):
+        print(f"margin: {message}", file=sys.stderr)
     scores = ReadabilityCache()
-    results: list[tuple[Manuscript, list[CheckedParagraph]]] = []
-    errors: list[str] = []
-    for path in arguments.files:
-        try:
-            manuscript, warnings = loader.load_path(path)
-        except UnreadableFile as error:
-            errors.append(str(error))
-            print(f"margin: {error}", file=sys.stderr)
-            continue
-        for warning in warnings:
-            print(f"margin: {warning}", file=sys.stderr)
-        results.append((manuscript, check(manuscript, settings, scores)))
+    results: list[tuple[Manuscript, list[CheckedParagraph]]] = [
+        (manuscript, check(manuscript, settings, scores)) for _, manuscript in loaded.manuscripts
+    ]
+    errors = loaded.errors
     if arguments.format == "json":
         print(as_json(results, errors))
     else:

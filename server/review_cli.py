@@ -12,9 +12,9 @@ from margin.workflows.feedback.literature import Literature
 from margin.workflows.feedback.pipeline import review_manuscript
 from margin.workflows.feedback.types import Mode, ParagraphReview
 from margin.workflows.llm.client import LLMClient
+from margin.workflows.manuscript.discovery import load_paths
 from margin.workflows.manuscript.loader import ManuscriptLoader
 from margin.workflows.manuscript.model import Manuscript
-from margin.workflows.manuscript.source import UnreadableFile
 from margin.workflows.manuscript.sources import SourceProvider
 
 from . import exit_status
@@ -100,15 +100,12 @@ async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
     status = exit_status.OK
     try:
         with llm.measure() as usage:
-            for path in arguments.files:
-                try:
-                    manuscript, warnings = loader.load_path(path)
-                except UnreadableFile as error:
-                    print(f"margin: {error}", file=sys.stderr)
-                    status = exit_status.UNREADABLE
-                    continue
-                for warning in warnings:
-                    print(f"margin: {warning}", file=sys.stderr)
+            loaded = load_paths(loader, arguments.files)
+            for message in (*loaded.errors, *loaded.notes):
+                print(f"margin: {message}", file=sys.stderr)
+            if loaded.errors:
+                status = exit_status.UNREADABLE
+            for path, manuscript in loaded.manuscripts:
                 online = settings.online_searches()
                 literature = await Literature.gather(
                     manuscript,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -195,7 +196,7 @@ def test_missing_file_in_text_mode(capsys: pytest.CaptureFixture[str], tmp_path:
 def test_empty_folder_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "check", tmp_path)
     assert code == EXIT_UNREADABLE
-    assert "no Markdown files" in err
+    assert "no LaTeX root file or Markdown manuscript in this folder" in err
 
 
 def test_invalid_utf8_is_a_warning_not_an_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -290,3 +291,51 @@ def test_entry_point_exit_codes_in_a_subprocess(tmp_path: Path) -> None:
     assert unreadable.returncode == EXIT_UNREADABLE
     assert "does not exist" in unreadable.stderr
     assert "Traceback" not in unreadable.stderr
+
+
+# -- one manuscript once ------------------------------------------------------------------------------------------
+
+
+def paragraph_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if "[paragraph]" in line]
+
+
+def test_every_file_of_a_manubot_folder_on_the_command_line_checks_the_manuscript_once(
+    capsys: pytest.CaptureFixture[str], fixtures: Path
+) -> None:
+    content = fixtures / "markdown" / "manubot" / "content"
+    files = sorted(content.glob("*.md"))
+    assert len(files) > 2
+    code, once, _ = run(capsys, "check", content)
+    assert code == EXIT_OK
+    code, out, err = run(capsys, "check", *files)
+    assert code == EXIT_OK
+    assert paragraph_lines(out) == paragraph_lines(once)  # not once per file
+    assert f"{len(files) - 1} of the files given are part of a manuscript read once" in err
+
+
+def test_an_included_file_given_beside_its_root_is_read_once_under_the_root(
+    capsys: pytest.CaptureFixture[str], fixtures: Path
+) -> None:
+    root = fixtures / "latex" / "paper" / "main.tex"
+    included = fixtures / "latex" / "paper" / "sections" / "method.tex"
+    _, alone, _ = run(capsys, "check", root)
+    for order in ((included, root), (root, included)):
+        code, out, err = run(capsys, "check", *order)
+        assert code == EXIT_OK
+        assert paragraph_lines(out) == paragraph_lines(alone)
+        assert "part of a manuscript read once" in err
+
+
+def test_a_latex_project_folder_checks_its_root_and_says_what_it_skipped(
+    capsys: pytest.CaptureFixture[str], fixtures: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(fixtures / "latex" / "paper", project)
+    (project / "notes.txt").write_text("not a manuscript", encoding="utf-8")
+    code, out, err = run(capsys, "check", project)
+    _, alone, _ = run(capsys, "check", project / "main.tex")
+    assert code == EXIT_OK
+    assert paragraph_lines(out) == paragraph_lines(alone) and paragraph_lines(out)
+    assert "skipped" in err and "notes.txt" in err and "references.bib" in err
+    assert "LaTeX file(s) that are not a root" in err  # the sections, read through main.tex
