@@ -10,6 +10,8 @@ Sections (each reuses the benchmark script named, with more modest defaults; see
   large.md, in this process;
 - lsp (lsp_bench.py): the real server over stdio: didOpen of large.tex until its first diagnostics, and a pull
   of diagnostics after a one-character edit (review.trigger "manual": the editor path alone);
+- corpus (corpus_bench.py): each real paper of fixtures/real: its paragraphs, how many are anchored in their
+  source and how many carry markup, and its parse time;
 - editor (lsp_bench.py): the real paper fixtures/real/celerite/ms.tex with default settings: didOpen sent right
   after `initialized` until the first diagnostics, and pulls after one-character edits while no model answers,
   while the test endpoint reviews, and while the embedded model reviews (when installed);
@@ -51,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LARGE_TEX = ROOT / "fixtures" / "large" / "large.tex"
 LARGE_MD = ROOT / "fixtures" / "large" / "large.md"
 REAL_PAPER = ROOT / "fixtures" / "real" / "celerite" / "ms.tex"
-SECTIONS = ("startup", "parse", "lsp", "editor", "review", "rewrite", "cache", "memory", "embedded")
+SECTIONS = ("startup", "parse", "corpus", "lsp", "editor", "review", "rewrite", "cache", "memory", "embedded")
 
 # Targets from the design (README, Performance): above them a figure is listed as a finding.
 PARSE_COLD_TARGET_MS = 300.0
@@ -189,6 +191,31 @@ def startup_section(options: argparse.Namespace, report: Report) -> None:
         )
         if target is not None and milliseconds > target:
             report.findings.append(f"startup: {measure} {milliseconds:g} ms is over its {target:g} ms target")
+
+
+def corpus_section(options: argparse.Namespace, report: Report) -> None:
+    """The real papers of fixtures/real: paragraphs, anchoring and markup rates, parse time per manuscript."""
+    import corpus_bench
+
+    _progress("corpus: the real papers of fixtures/real")
+    audits = corpus_bench.run()
+    report.sections["corpus"] = [
+        {**{key: value for key, value in vars(item).items()}, "anchored_rate": item.anchored_rate}
+        for item in audits
+    ]
+    for item in audits:
+        name = item.manuscript.removeprefix("fixtures/real/")
+        report.add(
+            "corpus",
+            f"{name}: paragraphs, anchored, with markup",
+            item.paragraphs,
+            "paragraphs",
+            f"{item.anchored_rate:.1%} anchored, {item.markup_rate:.1%} with markup, "
+            f"{len(item.from_front_matter)} from front matter, {len(item.unread_includes)} includes unread; "
+            f"parsed in {item.parse_ms} ms ({item.files} file(s))",
+        )
+        if item.unanchored or item.with_markup or item.from_front_matter or item.unread_includes:
+            report.findings.append(f"corpus: {name} is not read cleanly (python bench/corpus_bench.py)")
 
 
 def editor_section(options: argparse.Namespace, report: Report) -> None:
@@ -422,6 +449,7 @@ def memory_section(options: argparse.Namespace, report: Report) -> None:
 RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "startup": startup_section,
     "parse": parse_section,
+    "corpus": corpus_section,
     "lsp": lsp_section,
     "editor": editor_section,
     "review": review_section,

@@ -528,6 +528,209 @@ def test_dropped_macros_do_not_leak_their_arguments(dropped: str) -> None:
     assert paragraph.text == "The cats sleep."
 
 
+# -- definitions and front matter -----------------------------------------------------------------------------
+
+DEFINITIONS = [
+    "\\def\\x{Leaked body words}",
+    "\\def\\x#1#2{Leaked #1 body #2}",
+    "\\def \\x #1 and #2{Leaked body}",
+    "\\long\\def\\x#1{Leaked body}",
+    "\\edef\\x{\\arabic{affilcounter}}\\stepcounter{affilcounter}",
+    "\\edef \\sagan {\\arabic{affilcounter}}\\stepcounter{affilcounter}",
+    "\\gdef\\x{Leaked body}",
+    "\\xdef\\x{Leaked body}",
+    "\\let\\a\\b",
+    "\\let\\a=\\b",
+    "\\let\\a = \\b",
+    "\\let\\a=b",
+    "\\global\\let\\a\\relax",
+    "\\newcounter{leakedcounter}",
+    "\\newcounter{leakedcounter}[section]",
+    "\\setcounter{leakedcounter}{1}",
+    "\\stepcounter{leakedcounter}",
+    "\\addtocounter{leakedcounter}{2}",
+    "\\newlength{\\leaked}",
+    "\\newlength\\leaked",
+    "\\setlength{\\leaked}{2pt}",
+    "\\setlength\\leaked{2pt}",
+    "\\addtolength{\\leaked}{1pt}",
+    "\\newcommand{\\x}[1]{Leaked #1}",
+    "\\renewcommand{\\x}{Leaked body}",
+    "\\renewcommand\\x{Leaked body}",
+    "\\providecommand{\\x}{Leaked body}",
+    "\\newenvironment{leaked}{\\begin{itemize}}{\\end{itemize}}",
+    "\\renewenvironment{leaked}[1]{Leaked}{Leaked body}",
+    "\\DeclareMathOperator{\\leaked}{leaked}",
+    "\\DeclareMathOperator*{\\argmax}{arg\\,max}",
+    "\\newtheorem{thm}{Leaked}",
+    "\\newtheorem{lem}[thm]{Leaked}",
+    "\\newtheorem{thm}{Leaked}[section]",
+    "\\newtheorem*{rem}{Leaked}",
+    "\\makeatletter",
+    "\\makeatother",
+    "\\makeatletter\\def\\@leaked{Leaked body}\\makeatother",
+]
+
+
+@pytest.mark.parametrize("definition", DEFINITIONS)
+@pytest.mark.parametrize("separator", [" ", "\n"])
+def test_definitions_in_the_body_vanish_and_the_paragraph_stays_whole(
+    definition: str, separator: str
+) -> None:
+    body = f"First sentence here.{separator}{definition}{separator}Second sentence here."
+    manuscript = parse_latex(document(body))
+    assert texts(manuscript) == ["First sentence here. Second sentence here."]
+    assert offset_violations(manuscript) == []
+
+
+@pytest.mark.parametrize("definition", DEFINITIONS)
+def test_definitions_in_the_preamble_produce_nothing(definition: str) -> None:
+    manuscript = parse_latex(document("Body words here.", preamble=f"{definition}\n\\title{{The Title}}\n"))
+    assert texts(manuscript) == ["Body words here."]
+    assert manuscript.title == "The Title"
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        "\\let\\oldtitle\\title",
+        "\\renewcommand{\\maketitle}{\\title{Wrong Title}}",
+        "\\def\\abstract{Leaked abstract words}",
+        "\\let\\abstract=\\relax",
+        "\\def\\x{\\begin{document}Leaked words here}",
+    ],
+)
+def test_title_abstract_or_begin_document_inside_a_preamble_definition_are_not_real(definition: str) -> None:
+    manuscript = parse_latex(document("Body words here.", preamble=f"\\title{{The Title}}\n{definition}\n"))
+    assert texts(manuscript) == ["Body words here."]
+    assert manuscript.title == "The Title"
+
+
+def test_unclosed_preamble_definition_does_not_swallow_begin_document() -> None:
+    text = "\\documentclass{article}\n\\newcommand{\\strong}[1]{\\textbf{#1}\n\\begin{document}\nBody words here.\n"
+    assert texts(parse_latex(text)) == ["Body words here."]
+
+
+def test_many_definitions_without_bodies_parse_in_linear_time() -> None:
+    code = (
+        "from conftest import parse_latex\n"
+        "parse_latex('\\\\def\\\\x#1 word ' * 4000 + '\\\\let\\\\a= ' * 4000 + '\\\\edef\\\\y ' * 4000)\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], cwd=Path(__file__).parent, timeout=3, check=True, capture_output=True
+    )
+
+
+AASTEX = r"""\documentclass[twocolumn]{aastex631}
+\begin{document}
+\title{Fast Gaussian Processes for Time Series}
+\shorttitle{Fast GPs}
+\shortauthors{Foreman-Mackey et al.}
+\correspondingauthor{Daniel Foreman-Mackey}
+\email{dfm@example.org}
+
+\author[0000-0002-9328-5652]{Daniel Foreman-Mackey}
+\affiliation{Center for Computational Astrophysics, Flatiron Institute, New York, NY}
+\affiliation{Astronomy Department, University of Washington, Seattle, WA}
+
+\author{Eric Agol}
+\altaffiliation{Guggenheim Fellow}
+\affil{Astronomy Department, University of Washington, Seattle, WA}
+\author[0000-0001-2345-6789]{Ruth Angus \orcidlink{0000-0001-2345-6789}}
+\affiliation{Department of Astronomy, Columbia University, New York, NY}
+\collaboration{20}{(The Example Collaboration)}
+\nocollaboration{1}
+
+\newcounter{affilcounter}
+\setcounter{affilcounter}{1}
+\edef \sagan {\arabic{affilcounter}}\stepcounter{affilcounter}
+\altaffiltext{\sagan}{Sagan Fellow}
+\author{Daniel~Foreman-Mackey\altaffilmark{\sagan}, and
+    Ruth~Angus\altaffilmark{\sagan}}
+\received{January 1, 2017}
+\revised{February 1, 2017}
+\accepted{March 1, 2017}
+\submitjournal{AJ}
+
+\begin{abstract}
+We present a scalable method for Gaussian Process regression in one dimension.
+\end{abstract}
+
+\keywords{methods: data analysis --- methods: statistical}
+
+\section{Introduction}
+Gaussian Processes model stochastic variability in light curves.
+\end{document}
+"""
+REVTEX = r"""\documentclass[aps,prl,twocolumn]{revtex4-2}
+\begin{document}
+\preprint{APS/123-QED}
+\title{Quantum Widgets at Low Temperature}
+\author{Alice Author}
+\email[Corresponding author: ]{alice@example.org}
+\homepage[Visit: ]{https://example.org}
+\affiliation[Also at ]{Department of Physics, Example University, Example City}
+\author{Bob Author}
+\thanks{Second footnote about Bob.}
+\altaffiliation[Permanent address: ]{Institute of Widgets, Widget Town}
+\affiliation{Department of Physics, Example University, Example City}
+\collaboration{The Widget Collaboration}
+\author{Carol Author}
+\noaffiliation
+\date{\today}
+\pacs{03.65.Ud}
+
+\begin{abstract}
+We measure widgets at low temperature and find they wobble.
+\end{abstract}
+\maketitle
+
+\section{Introduction}
+Widgets wobble at low temperature.
+\end{document}
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "title", "abstract", "body"),
+    [
+        (
+            AASTEX,
+            "Fast Gaussian Processes for Time Series",
+            "We present a scalable method for Gaussian Process regression in one dimension.",
+            "Gaussian Processes model stochastic variability in light curves.",
+        ),
+        (
+            REVTEX,
+            "Quantum Widgets at Low Temperature",
+            "We measure widgets at low temperature and find they wobble.",
+            "Widgets wobble at low temperature.",
+        ),
+    ],
+    ids=["aastex", "revtex"],
+)
+def test_author_blocks_after_begin_document_are_front_matter_not_paragraphs(
+    source: str, title: str, abstract: str, body: str
+) -> None:
+    manuscript = parse_latex(source)
+    assert manuscript.title == title
+    assert texts(manuscript) == [abstract, body]  # \keywords stays dropped, as before
+    assert [paragraph.text for paragraph in manuscript.abstract] == [abstract]
+    assert manuscript.paragraphs[0].section == ("Abstract",)
+    assert offset_violations(manuscript) == []
+
+
+def test_celerite_first_paragraph_is_the_abstract() -> None:
+    manuscript = load(FIXTURES / "real" / "celerite" / "ms.tex")
+    first = manuscript.paragraphs[0]
+    assert first.section == ("Abstract",)
+    assert first.text.startswith("The growing field of large-scale time domain astronomy")
+    everything = " ".join(texts(manuscript))
+    for leaked in ("affilcounter", "Guggenheim Fellow", "Flatiron Institue", "Bangalore"):
+        assert leaked not in everything
+    assert offset_violations(manuscript) == []
+
+
 # -- includes ---------------------------------------------------------------------------------------------------
 
 
@@ -1204,3 +1407,25 @@ def test_unclosed_section_title_ends_with_its_line() -> None:
 def test_uri_is_the_source_uri() -> None:
     paragraph = only(parse_latex("Words here."))
     assert paragraph.uri == LATEX_URI
+
+
+# -- from the real-paper corpus ----------------------------------------------------------------------------------
+
+
+def test_a_user_environment_that_opens_math_is_math() -> None:
+    text = (
+        "\\documentclass{article}\n\\newenvironment{proof}[1]{\\renewcommand{\\x}{#1}\\align}{\\endalign}\n"
+        "\\begin{document}\nThe derivative is\n\\begin{proof}{a}\n  f & = 0 & r = 0\\\\\n\\end{proof}\n"
+        "and nothing else.\n\\end{document}\n"
+    )
+    manuscript = parse_latex(text)
+    assert texts(manuscript) == ["The derivative is [math] and nothing else."]
+    assert offset_violations(manuscript) == []
+
+
+def test_options_right_after_an_unknown_command_are_not_prose() -> None:
+    text = (
+        "\\documentclass{article}\n\\newcommand{\\greybox}[1]{\\tcbox[colback=gray!20, arc=3pt]{#1}}\n"
+        "\\begin{document}\n\\greybox{Complexity is the number of nodes.}\n\\end{document}\n"
+    )
+    assert texts(parse_latex(text)) == ["Complexity is the number of nodes."]

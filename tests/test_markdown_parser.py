@@ -722,3 +722,220 @@ def test_markdown_file_outside_content_folder_is_alone(tmp_path: Path) -> None:
 def test_folder_without_markdown_is_unreadable(tmp_path: Path) -> None:
     with pytest.raises(UnreadableFile, match="no Markdown"):
         ManuscriptLoader().load_path(tmp_path)
+
+
+# -- raw TeX (pandoc's raw_tex) -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["\\ref{fig:a}", "\\eqref{eq:x}", "\\autoref{fig:a}", "\\cref{sec:b}", "\\Cref{sec:b}", "\\pageref{x}"],
+)
+def test_raw_tex_references_become_reference_placeholders(command: str) -> None:
+    paragraph = only(parse_markdown(f"As shown in {command} the model converges.\n"))
+    assert paragraph.text == "As shown in [reference] the model converges."
+    assert source_of(paragraph, "[reference]") == command
+
+
+@pytest.mark.parametrize("command", ["\\cite{doe99}", "\\citep[p.~4]{doe99}", "\\citet{doe99,smith04}"])
+def test_raw_tex_citations_become_citation_placeholders(command: str) -> None:
+    paragraph = only(parse_markdown(f"As shown by {command} the model converges.\n"))
+    assert paragraph.text == "As shown by [citation] the model converges."
+    assert source_of(paragraph, "[citation]") == command
+
+
+def test_raw_tex_labels_and_layout_commands_are_dropped() -> None:
+    text = (
+        "\\noindent The first sentence\\label{par:first} ends here.\\newpage\n"
+        "\\vspace{1em} Then\\hspace*{2pt} more \\medskip words \\clearpage follow.\\pagebreak\n"
+    )
+    assert texts(parse_markdown(text)) == ["The first sentence ends here. Then more words follow."]
+
+
+def test_raw_tex_text_commands_keep_their_argument() -> None:
+    paragraph = only(
+        parse_markdown(
+            "We use \\emph{implicit} and \\textbf{adaptive}, \\textit{stable} \\texttt{solve} steps.\n"
+        )
+    )
+    assert paragraph.text == "We use implicit and adaptive, stable solve steps."
+    assert source_of(paragraph, "adaptive") == "adaptive"
+    assert (
+        offset_violations(parse_markdown("A \\emph{b \\textbf{bold} c} and \\c{c}a \\LaTeX{} words.\n")) == []
+    )
+
+
+def test_raw_tex_accent_and_symbol_commands_go_through_the_latex_macros() -> None:
+    paragraph = only(parse_markdown("The Fran\\c{c}ois method in \\LaTeX{} has \\S 2.\n"))
+    assert paragraph.text == "The François method in LaTeX has § 2."
+    assert source_of(paragraph, "ç") == "\\c{c}"
+
+
+def test_unknown_commands_and_escaped_brackets_stay_text() -> None:
+    paragraph = only(parse_markdown("Files in C:\\Users\\mydir and \\[sic\\] stay.\n"))
+    assert paragraph.text == "Files in C:\\Users\\mydir and [sic] stay."
+
+
+def test_raw_tex_inline_math_becomes_math() -> None:
+    paragraph = only(parse_markdown("The step \\(\\Delta t\\) and \\[ x = y^2 \\] are set per cell.\n"))
+    assert paragraph.text == "The step [math] and [math] are set per cell."
+    assert source_of(paragraph, "[math]") == "\\(\\Delta t\\)"
+
+
+@pytest.mark.parametrize(
+    "environment",
+    ["equation", "equation*", "align", "align*", "gather", "multline", "eqnarray", "displaymath"],
+)
+def test_display_math_environment_inside_a_paragraph_is_math(environment: str) -> None:
+    text = f"The balance\n\\begin{{{environment}}}\\label{{eq:x}}\na = b \\\\\n- c = d\n\\end{{{environment}}}\nholds here.\n"
+    paragraph = only(parse_markdown(text))
+    assert paragraph.text == "The balance [math] holds here."
+    assert source_of(paragraph, "[math]").startswith(f"\\begin{{{environment}}}")
+    assert source_of(paragraph, "[math]").endswith(f"\\end{{{environment}}}")
+
+
+def test_display_bracket_math_inside_a_paragraph_is_math() -> None:
+    assert texts(parse_markdown("The balance\n\\[\nx = 1\n\\]\nholds here.\n")) == [
+        "The balance [math] holds here."
+    ]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "\\begin{equation}\\label{eq:x}\nE = mc^2\n\\end{equation}",
+        "\\begin{align}\n  a &= b \\\\\n  - c &= d\n\n  + e &= f\n\\end{align}",
+        "\\[\nx = 1\n\\]",
+        "\\newpage",
+        "\\begin{figure}\n\\centering\n\\includegraphics[width=0.8\\textwidth]{fig.png}\n\\end{figure}",
+    ],
+)
+def test_a_raw_tex_block_of_its_own_is_not_a_paragraph(block: str) -> None:
+    manuscript = parse_markdown(f"Before words here.\n\n{block}\n\nAfter words here.\n")
+    assert texts(manuscript) == ["Before words here.", "After words here."]
+    assert offset_violations(manuscript) == []
+
+
+def test_raw_tex_figure_block_keeps_its_caption_as_a_caption() -> None:
+    text = (
+        "Before.\n\n\\begin{figure}\n\\centering\n\\includegraphics{fig.png}\n\n"
+        "\\caption{A raw figure caption with \\emph{words}.}\\label{fig:raw}\n\\end{figure}\n\nAfter words.\n"
+    )
+    assert kinds_and_texts(text) == [
+        (ParagraphKind.PARAGRAPH, "Before."),
+        (ParagraphKind.CAPTION, "A raw figure caption with words."),
+        (ParagraphKind.PARAGRAPH, "After words."),
+    ]
+
+
+def test_label_in_an_image_caption_is_dropped() -> None:
+    paragraph = only(parse_markdown("![The mesh used in the study. \\label{fig:mesh}](mesh.png)\n"))
+    assert (paragraph.kind, paragraph.text) == (ParagraphKind.CAPTION, "The mesh used in the study.")
+
+
+def test_raw_tex_heading_label_is_dropped() -> None:
+    assert parse_markdown("# Summary \\label{sec:summary}\n\nBody words.\n").paragraphs[0].section == (
+        "Summary",
+    )
+
+
+_JOSS_LIKE = r"""---
+title: "gwflow: A Python package for transient groundwater flow"
+---
+
+# Summary \label{sec:summary}
+
+`gwflow` solves the transport equation \eqref{eq:transport} on unstructured meshes, as
+\autoref{fig:mesh} shows and as discussed by \citet{doe99}. It uses \emph{implicit} time stepping
+with a step \(\Delta t\) chosen per cell [@smith04].
+
+\begin{equation}\label{eq:transport}
+\frac{\partial c}{\partial t} = \nabla \cdot (D \nabla c) - v \cdot \nabla c
+\end{equation}
+
+where $c$ is the concentration and $D$ the dispersion tensor. The discrete system
+\begin{align}
+  A c^{n+1} &= b^n \\
+  - M c^n &= 0
+\end{align}
+is solved with a sparse direct solver (Section \ref{sec:summary}).
+
+![Mesh around a pumping well. \label{fig:mesh}](mesh.png){width=80%}
+
+\newpage
+
+# Acknowledgements
+
+We thank the developers of \texttt{scipy}.
+"""
+
+
+def test_joss_like_paper_with_raw_tex() -> None:
+    manuscript = parse_markdown(_JOSS_LIKE)
+    assert kinds_and_texts(_JOSS_LIKE) == [
+        (
+            ParagraphKind.PARAGRAPH,
+            "[code] solves the transport equation [reference] on unstructured meshes, as [reference] shows and "
+            "as discussed by [citation]. It uses implicit time stepping with a step [math] chosen per cell "
+            "[citation].",
+        ),
+        (
+            ParagraphKind.PARAGRAPH,
+            "where [math] is the concentration and [math] the dispersion tensor. The discrete system [math] is "
+            "solved with a sparse direct solver (Section [reference]).",
+        ),
+        (ParagraphKind.CAPTION, "Mesh around a pumping well."),
+        (ParagraphKind.PARAGRAPH, "We thank the developers of scipy."),
+    ]
+    assert [section.title for section in manuscript.sections] == ["Summary", "Acknowledgements"]
+    assert offset_violations(manuscript) == []
+    assert "\\" not in " ".join(texts(manuscript))
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "\\begin{equation} x ",
+        "\\emph{a ",
+        "\\( a ",
+        "\\[ a ",
+        "\\ref{",
+        "\\cite[",
+        "\\begin{figure}\n",
+        "x\n\\begin{align}\n- a\n",
+    ],
+)
+def test_unclosed_raw_tex_parses_in_linear_time(unit: str) -> None:
+    timings = []
+    for count in (4_000, 16_000):
+        started = time.perf_counter()
+        manuscript = parse_markdown("Words " + unit * count)
+        timings.append(time.perf_counter() - started)
+    assert timings[1] < 10 * max(timings[0], 0.01), (
+        timings
+    )  # four times the input: not sixteen times the time
+    assert offset_violations(type(manuscript)(root_uri="x", paragraphs=manuscript.paragraphs[-5:])) == []
+
+
+# -- from the real-paper corpus ----------------------------------------------------------------------------------
+
+
+def test_a_jinja_comment_block_is_not_a_paragraph_and_the_prose_after_it_is() -> None:
+    text = "{##\n  A template comment that spans\n  several lines.\n##}\n\nThe abstract begins here with words.\n"
+    assert texts(parse_markdown(text)) == ["The abstract begins here with words."]
+
+
+def test_a_pandoc_grid_table_is_not_a_paragraph() -> None:
+    text = (
+        "Before the table.\n\n"
+        "+------+--------+\n| Name | Value  |\n+======+========+\n| a    | [Site] |\n+------+--------+\n\n"
+        "After the table.\n\n[Site]: https://example.org\n"
+    )
+    assert texts(parse_markdown(text)) == ["Before the table.", "After the table."]
+
+
+def test_display_math_between_lines_of_a_paragraph_does_not_pair_with_inline_dollars() -> None:
+    text = "The signal is:\n$$\nv[n] = s_k[n] + w[n]\n$$ {#eq:x}\nwhere $s_k[n]$ is the $k$-th component.\n"
+    manuscript = parse_markdown(text)
+    assert texts(manuscript) == ["The signal is: [math] where [math] is the [math]-th component."]
+    assert offset_violations(manuscript) == []

@@ -20,18 +20,9 @@ _DOCUMENTCLASS = re.compile(r"^[ \t]*\\documentclass\b(?![^\n]*\{subfiles\})", r
 _BEGIN_DOCUMENT = re.compile(r"^[^%\n]*\\begin[ \t]*\{document\}", re.M)
 _MAGIC_ROOT = re.compile(r"^[ \t]*%[ \t]*!TEX[ \t]+root[ \t]*=", re.M | re.I)
 # Markdown files that describe a repository rather than being a manuscript.
-_NOT_MANUSCRIPTS = frozenset(
-    {
-        "readme",
-        "changelog",
-        "changes",
-        "license",
-        "licence",
-        "contributing",
-        "code_of_conduct",
-        "source",
-        "authors",
-    }
+_NOT_MANUSCRIPTS = (
+    *("readme", "changelog", "changes", "license", "licence", "contributing", "code_of_conduct", "source"),
+    "authors",
 )
 _SKIPPED_FOLDERS = frozenset(
     {".git", ".margin", "node_modules", "__pycache__", ".venv", "venv", "build", "_build"}
@@ -90,7 +81,7 @@ def manuscripts_in(folder: Path) -> Found:
                 if path.parent not in manubot:
                     manubot.add(path.parent)
                     found.entries.append(path.parent)
-            elif path.stem.lower() in _NOT_MANUSCRIPTS:
+            elif path.stem.lower().replace("-", "_").startswith(_NOT_MANUSCRIPTS):
                 found.skip("repository file(s) such as a README", path)
             else:
                 found.entries.append(path)

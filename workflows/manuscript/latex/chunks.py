@@ -77,6 +77,7 @@ _MAX_EXPANSION_LENGTH = 10_000
 _EXPANSION_BUDGET = 20_000  # characters of macro bodies one chunk may expand in all (self-similar macros)
 _MAX_NESTING = 64  # nested arguments walked recursively; deeper ones are read flat
 _MAX_OPTIONAL_TOKENS = 256  # an optional [argument] longer than this is not one
+_MAX_PARAMETER_TOKENS = 64  # \def\name<parameter text>{body}: a parameter text longer than this is not one
 
 
 class Region(IntEnum):
@@ -216,6 +217,7 @@ class ChunkParser:
                 partner[opener] = index
         for opener in stack:  # unbalanced: the group runs to the end of the chunk
             partner[opener] = self.count
+        self.unclosed = stack  # in increasing order
         return partner
 
     def _unclosed_group(self, index: int) -> bool:
@@ -243,6 +245,8 @@ class ChunkParser:
         if probe >= stop:
             return None, index
         token = self.kinds[probe]
+        if kind == "g" and token != OPEN:  # a brace group only if one follows
+            return None, index
         if kind == "[":
             if token != BRACKET_OPEN:
                 return None, index
@@ -422,6 +426,13 @@ class ChunkParser:
         return following
 
     def _preamble_macro(self, index: int, name: str) -> int:
+        if name.rstrip("*") in m.DEFINITION_MACROS:
+            # A \title, \abstract or \begin{document} inside a definition is not the real one.
+            after = self._skip_definition(index, self.count)
+            unclosed = bisect.bisect_left(self.unclosed, index)
+            if unclosed < len(self.unclosed) and self.unclosed[unclosed] < after:
+                return index + 1  # its body never closes: do not let it swallow \begin{document}
+            return after
         if name == "begin":
             arguments, after = self._read_arguments(index + 1, self.count, "{")
             if self._raw(arguments[0]).strip() == "document":
@@ -452,11 +463,12 @@ class ChunkParser:
         arguments, after = self._read_arguments(index + 1, self.count, "{")
         name = self._raw(arguments[0]).strip()
         body_start = self._end_offset(after)
-        if name in m.MATH_ENVIRONMENTS and not self._in_float():
+        math = name in m.MATH_ENVIRONMENTS or name in self.macros.math_environments
+        if math and not self._in_float():
             return self._placeholder_until(
                 MATH, self.starts[index], find_environment_end(self.text, body_start, name), name
             )
-        if name in m.SKIPPED_ENVIRONMENTS or name in m.MATH_ENVIRONMENTS:
+        if name in m.SKIPPED_ENVIRONMENTS or math:
             self._flush()
             end = find_environment_end(self.text, body_start, name)
             if end is None:
@@ -592,28 +604,31 @@ class ChunkParser:
         if base == "begin":
             arguments, after = self._read_arguments(index + 1, stop, "{")
             environment = self._raw(arguments[0]).strip()
-            if environment in m.MATH_ENVIRONMENTS or environment in m.SKIPPED_ENVIRONMENTS:
+            math = environment in m.MATH_ENVIRONMENTS or environment in self.macros.math_environments
+            if math or environment in m.SKIPPED_ENVIRONMENTS:
                 end = find_environment_end(self.text, self._end_offset(after), environment)
                 close = end if end is not None else self.ends[stop - 1]
-                if environment in m.MATH_ENVIRONMENTS:
+                if math:
                     builder.replace(MATH, start, close)
                 return max(self._token_at(close), after)
             return after
         if base == "end":
             _, after = self._read_arguments(index + 1, stop, "{")
             return after
-        if base == "def":
+        if base in m.DEFINITION_MACROS:
             return self._skip_definition(index, stop)
-        if base == "let":
-            probe = self._skip_space(index + 1, stop)
-            return min(stop, self._skip_space(probe + 1, stop) + 1)
         user = self.macros.get(base)
         if user is not None:
             return self._expand(index, stop, user, builder)
         if base in m.NAMED_TEXT:
             builder.replace(m.NAMED_TEXT[base], start, self.ends[index])
             return index + 1
-        if base in m.DROPPED_MACROS or base in m.SECTION_LEVELS or base in m.INCLUDE_MACROS:
+        if (
+            base in m.DROPPED_MACROS
+            or base in m.FRONT_MATTER_MACROS
+            or base in m.SECTION_LEVELS
+            or base in m.INCLUDE_MACROS
+        ):
             _, after = self._read_arguments(index + 1, stop, m.argument_spec(base).replace("*", ""))
             return after
         if base in ("item",):
@@ -631,6 +646,10 @@ class ChunkParser:
             elif text:
                 builder.space(start, end)
             return after
+        if index + 1 < stop and self.kinds[index + 1] == BRACKET_OPEN:
+            # Options right after an unknown command (\\tcbox[colback=...]) are never prose.
+            _, after = self._read_arguments(index + 1, stop, "[")
+            return max(after, index + 1)
         return index + 1  # unknown macro: drop its name; a following group is read as prose
 
     def _control_symbol(self, index: int, stop: int, name: str, builder: TextBuilder) -> int:
@@ -684,16 +703,43 @@ class ChunkParser:
         return self._inline_placeholder(builder, CODE, start, close + 1, stop)
 
     def _skip_definition(self, index: int, stop: int) -> int:
-        """Pass over \\def\\name#1#2{body} without reading the body as prose."""
+        """Pass over a definition (see m.DEFINITION_MACROS) at `index`; nothing of it is prose."""
+        base = self._token_text(index)[1:].rstrip("*")
+        if base in m.TEX_DEFINITIONS:
+            return self._skip_tex_definition(index, stop)
+        if base in m.LET_DEFINITIONS:
+            return self._skip_let(index, stop, 2 if base == "futurelet" else 1)
+        _, after = self._read_arguments(index + 1, stop, m.argument_spec(base).replace("*", ""))
+        return after
+
+    def _skip_tex_definition(self, index: int, stop: int) -> int:
+        """Pass over \\def\\name<parameter text>{body}, e.g. \\def\\x#1#2{...} or \\def\\x#1 and #2{...}."""
         cursor = self._skip_space(index + 1, stop)
-        if cursor < stop and self.kinds[cursor] == MACRO:
-            cursor += 1
-        while cursor < stop and self.kinds[cursor] != OPEN and self.kinds[cursor] != SPACE:
+        if cursor >= stop:
+            return stop
+        cursor += 1  # the name: a control sequence or an active character
+        probe = cursor
+        limit = min(stop, cursor + _MAX_PARAMETER_TOKENS)
+        while probe < limit and self.kinds[probe] not in (OPEN, CLOSE):
+            probe += 1
+        if probe < limit and self.kinds[probe] == OPEN:
+            return min(self.partner[probe], stop - 1) + 1
+        return cursor  # no body: only the name goes
+
+    def _skip_let(self, index: int, stop: int, names: int) -> int:
+        """Pass over \\let\\a\\b, \\let\\a=\\b and \\let\\a = b (\\futurelet has two names before its token)."""
+        cursor = index + 1
+        for _ in range(names):
+            cursor = self._skip_space(cursor, stop)
+            if cursor >= stop:
+                return stop
             cursor += 1
         cursor = self._skip_space(cursor, stop)
-        if cursor < stop and self.kinds[cursor] == OPEN:
-            return min(self.partner[cursor], stop - 1) + 1
-        return cursor
+        if cursor < stop and self.kinds[cursor] == TEXT and self._token_text(cursor).startswith("="):
+            if self.ends[cursor] - self.starts[cursor] > 1:  # \\let\\a=b: the target is in the same token
+                return cursor + 1
+            cursor = self._skip_space(cursor + 1, stop)
+        return min(stop, cursor + 1)
 
     def _expand(self, index: int, stop: int, user: m.UserMacro, builder: TextBuilder) -> int:
         start = self.starts[index]

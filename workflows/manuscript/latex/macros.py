@@ -208,6 +208,88 @@ DROPPED_MACROS = frozenset(
         "printAffiliationsAndNotice",
     ]
 )
+# Definitions: TeX primitives and LaTeX declarations that define or set something and never typeset prose, in the
+# preamble or the body. The \def family and \let have parameter forms of their own; the rest take _ARGSPECS shapes.
+TEX_DEFINITIONS = frozenset(["def", "edef", "gdef", "xdef"])
+LET_DEFINITIONS = frozenset(["let", "futurelet"])
+DEFINITION_MACROS = (
+    TEX_DEFINITIONS
+    | LET_DEFINITIONS
+    | frozenset(
+        [
+            "newcommand",
+            "renewcommand",
+            "providecommand",
+            "DeclareRobustCommand",
+            "NewDocumentCommand",
+            "RenewDocumentCommand",
+            "ProvideDocumentCommand",
+            "DeclareDocumentCommand",
+            "newenvironment",
+            "renewenvironment",
+            "NewDocumentEnvironment",
+            "RenewDocumentEnvironment",
+            "DeclareMathOperator",
+            "newtheorem",
+            "theoremstyle",
+            "numberwithin",
+            "newcounter",
+            "setcounter",
+            "stepcounter",
+            "refstepcounter",
+            "addtocounter",
+            "newlength",
+            "setlength",
+            "addtolength",
+            "settowidth",
+            "settoheight",
+            "settodepth",
+            "newif",
+            "makeatletter",
+            "makeatother",
+        ]
+    )
+)
+# Front matter after \begin{document} (article, AASTeX, revtex, LNCS, A&A, elsarticle): not paragraphs. \title gives
+# the manuscript's title; \keywords is dropped as before (a list of terms, not prose).
+FRONT_MATTER_MACROS = frozenset(
+    [
+        "title",
+        "author",
+        "affiliation",
+        "altaffiliation",
+        "noaffiliation",
+        "affil",
+        "altaffilmark",
+        "altaffiltext",
+        "address",
+        "institute",
+        "inst",
+        "email",
+        "homepage",
+        "thanks",
+        "date",
+        "maketitle",
+        "orcid",
+        "orcidlink",
+        "correspondingauthor",
+        "collaboration",
+        "nocollaboration",
+        "keywords",
+        "pacs",
+        "preprint",
+        "received",
+        "revised",
+        "accepted",
+        "published",
+        "submitjournal",
+        "shorttitle",
+        "shortauthors",
+        "slugcomment",
+        "titlerunning",
+        "authorrunning",
+    ]
+)
 # Text-producing macros that pylatexenc's text database leaves out.
 NAMED_TEXT: dict[str, str] = {
     "LaTeX": "LaTeX", "TeX": "TeX", "LaTeXe": "LaTeX2e", "BibTeX": "BibTeX", "XeLaTeX": "XeLaTeX",
@@ -326,9 +408,52 @@ _ARGSPECS: dict[str, str] = {
     "author": "[{",
     "thanks": "{",
     "keywords": "{",
-    "email": "{",
+    "email": "[{",
     "institute": "{",
     "orcid": "{",
+    # Front matter ('g' is a brace group read only if one follows: \collaboration{Name} or {N}{Name}).
+    "altaffiliation": "[{",
+    "affil": "[{",
+    "altaffilmark": "{",
+    "altaffiltext": "{{",
+    "address": "[{",
+    "inst": "{",
+    "homepage": "[{",
+    "orcidlink": "{",
+    "correspondingauthor": "{",
+    "collaboration": "{g",
+    "nocollaboration": "g",
+    "pacs": "{",
+    "preprint": "{",
+    "received": "{",
+    "revised": "{",
+    "accepted": "{",
+    "published": "{",
+    "submitjournal": "{",
+    "shorttitle": "{",
+    "shortauthors": "{",
+    "slugcomment": "{",
+    "titlerunning": "{",
+    "authorrunning": "{",
+    # Definitions (see DEFINITION_MACROS).
+    "newcounter": "{[",
+    "stepcounter": "{",
+    "refstepcounter": "{",
+    "newlength": "{",
+    "settowidth": "{{",
+    "settoheight": "{{",
+    "settodepth": "{{",
+    "newif": "{",
+    "theoremstyle": "{",
+    "numberwithin": "[{{",
+    "NewDocumentCommand": "{{{",
+    "RenewDocumentCommand": "{{{",
+    "ProvideDocumentCommand": "{{{",
+    "DeclareDocumentCommand": "{{{",
+    "NewDocumentEnvironment": "{{{{",
+    "RenewDocumentEnvironment": "{{{{",
+    "makeatletter": "",
+    "makeatother": "",
     "icmltitle": "{",
     "icmlauthor": "{{",
     "icmlaffiliation": "{{",
@@ -440,14 +565,21 @@ class UserMacro:
 
 
 class MacroTable:
-    """The user macros of a manuscript; hashable by content so it can be part of a cache key."""
+    """The user macros of a manuscript, and the user environments that typeset math (their \\newenvironment
+    opens a math environment); hashable by content so it can be part of a cache key."""
 
-    __slots__ = ("_hash", "_macros")
+    __slots__ = ("_hash", "_macros", "math_environments")
 
-    def __init__(self, macros: dict[str, UserMacro] | None = None) -> None:
+    def __init__(
+        self, macros: dict[str, UserMacro] | None = None, math_environments: frozenset[str] = frozenset()
+    ) -> None:
         self._macros = dict(macros or {})
+        self.math_environments = math_environments
         self._hash = hash(
-            tuple(sorted((m.name, m.parameters, m.default, m.body) for m in self._macros.values()))
+            (
+                tuple(sorted((m.name, m.parameters, m.default, m.body) for m in self._macros.values())),
+                tuple(sorted(math_environments)),
+            )
         )
 
     def get(self, name: str) -> UserMacro | None:
@@ -460,15 +592,20 @@ class MacroTable:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, MacroTable) and self._hash == other._hash and self._macros == other._macros
+        return (
+            isinstance(other, MacroTable)
+            and self._hash == other._hash
+            and self._macros == other._macros
+            and self.math_environments == other.math_environments
+        )
 
     def merged(self, other: MacroTable) -> MacroTable:
-        return MacroTable({**self._macros, **other._macros})
+        return MacroTable({**self._macros, **other._macros}, self.math_environments | other.math_environments)
 
 
 _DEFINITION = re.compile(
     r"\\(?:(?:re)?newcommand|providecommand|DeclareRobustCommand)\*?\s*(?:\{\s*\\([A-Za-z@]+)\s*\}|\\([A-Za-z@]+))"
-    r"|\\def\s*\\([A-Za-z@]+)\s*((?:#\d)*)\s*(?=\{)"
+    r"|\\g?def\s*\\([A-Za-z@]+)\s*((?:#\d)*)\s*(?=\{)"
 )
 _MAX_MACRO_BODY = 2000
 
@@ -521,8 +658,37 @@ def is_commented(text: str, offset: int) -> bool:
     return False
 
 
+_ENVIRONMENT_DEFINITION = re.compile(r"\\(?:re)?newenvironment\*?\s*\{\s*([A-Za-z@*]+)\s*\}")
+
+
+def _opens_math(code: str) -> bool:
+    """Whether an environment's begin code opens a math environment (\\begin{align}, \\align, \\[, $$)."""
+    if "\\[" in code or "$$" in code:
+        return True
+    for match in re.finditer(r"\\(?:begin\s*\{\s*([A-Za-z*]+)\s*\}|([A-Za-z]+\*?))", code):
+        if (match.group(1) or match.group(2)) in MATH_ENVIRONMENTS:
+            return True
+    return False
+
+
+def _math_environments(text: str) -> frozenset[str]:
+    names = set()
+    for match in _ENVIRONMENT_DEFINITION.finditer(text):
+        if is_commented(text, match.start()):
+            continue
+        position = match.end()
+        for _ in range(2):  # [number of arguments] and [default]
+            bracket = _read_bracket(text, position)
+            if bracket is not None:
+                position = bracket[1]
+        group = _read_group(text, position)
+        if group is not None and _opens_math(group[0]):
+            names.add(match.group(1))
+    return frozenset(names)
+
+
 def collect_user_macros(text: str) -> MacroTable:
-    """Find the simple macro definitions in a file (\\newcommand and friends, \\def without delimiters)."""
+    """Find the simple macro definitions in a file (\\newcommand and friends, \\def and \\gdef without delimiters)."""
     macros: dict[str, UserMacro] = {}
     for match in _DEFINITION.finditer(text):
         if is_commented(text, match.start()):
@@ -548,4 +714,4 @@ def collect_user_macros(text: str) -> MacroTable:
         if group is None or not name:
             continue
         macros[name] = UserMacro(name, min(parameters, 9), default, group[0])
-    return MacroTable(macros)
+    return MacroTable(macros, _math_environments(text) if "newenvironment" in text else frozenset())

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from markdown_it.token import Token
 
 from ..model import CITATION, CODE, MATH, REFERENCE, URL
-from ..offsets import TextBuilder
+from ..offsets import OffsetMap, TextBuilder
+from . import rawtex
 
 # Pandoc citations ([@key; @other, p. 4] or @key), crossref references (@fig:x), attributes ({#fig:x}),
 # footnote references ([^1]) and templating ({{ x }}, {% if %}) inside text tokens.
@@ -27,6 +28,7 @@ _TEXT_MARKUP = re.compile(
 _ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ALIGN_WINDOW = 48
+_RAW_TEX_PLACEHOLDERS = {rawtex.MATH: MATH, rawtex.REFERENCE: REFERENCE, rawtex.CITATION: CITATION}
 
 
 class InlineAligner:
@@ -39,6 +41,7 @@ class InlineAligner:
         self.builder = builder
         self._autolink = False
         self.footnotes: list[TextBuilder] = []  # pandoc inline notes ^[...], paragraphs of their own
+        self.captions: list[TextBuilder] = []  # \caption{...} of a raw TeX float inside a paragraph
 
     def walk(self, tokens: Sequence[Token]) -> None:
         tokens = _fold_double_dollars(tokens)
@@ -63,6 +66,8 @@ class InlineAligner:
                 self._skip_image()
             elif kind == "html_inline":
                 self._skip_literal(token.content)
+            elif kind == "raw_tex":
+                self._raw_tex(token.content, (token.meta or {}).get("kind", rawtex.DROP))
 
     def walk_image_caption(self, image: Token) -> None:
         """A figure paragraph: its caption is the image's alt text."""
@@ -146,6 +151,40 @@ class InlineAligner:
         self.builder.replace(placeholder, found, found + len(content))
         self.cursor = found + len(content)
 
+    def _raw_tex(self, content: str, kind: str) -> None:
+        """A raw TeX command or environment: a placeholder, nothing, or its text by the LaTeX macro handling."""
+        found = self._find(content)
+        end = found + len(content)
+        if found < 0 and "\n" in content:
+            # Continuation lines lost their indentation or block-quote markers: find the first and last lines.
+            first, last = content.split("\n", 1)[0], content.rsplit("\n", 1)[1].strip()
+            found = self._find(first)
+            close = self.source.find(last, found + len(first), self.limit) if found >= 0 and last else -1
+            end = close + len(last) if close >= 0 else -1
+        if found < 0 or end < 0:
+            if kind in _RAW_TEX_PLACEHOLDERS:
+                self.builder.replace(_RAW_TEX_PLACEHOLDERS[kind], self.cursor, self.cursor)
+            return
+        self.cursor = end
+        if kind in _RAW_TEX_PLACEHOLDERS:
+            self.builder.replace(_RAW_TEX_PLACEHOLDERS[kind], found, end)
+        elif kind == rawtex.LATEX:
+            self._latex(found, end)
+
+    def _latex(self, start: int, end: int) -> None:
+        from ..latex.chunks import ChunkParser, ParagraphEvent, ScanState  # only for Markdown with raw TeX
+        from ..latex.macros import MacroTable
+        from ..model import ParagraphKind
+
+        parser = ChunkParser(self.source[start:end], ScanState(), MacroTable())
+        parser.convert()
+        text, offsets = parser.builder.build()
+        _shifted(text, offsets, start, self.builder)
+        for event in [*parser.events, *parser.footnotes]:
+            if isinstance(event, ParagraphEvent):
+                side = self.footnotes if event.kind == ParagraphKind.FOOTNOTE else self.captions
+                side.append(_shifted(event.text, event.offsets, start, TextBuilder()))
+
     def _skip_literal(self, content: str) -> None:
         found = self._find(content)
         if found >= 0:
@@ -181,6 +220,17 @@ class InlineAligner:
         close = self.source.find(")", middle if middle >= 0 else opener, self.limit)
         if close >= 0:
             self.cursor = close + 1
+
+
+def _shifted(text: str, offsets: OffsetMap, shift: int, builder: TextBuilder) -> TextBuilder:
+    """Append converted text to `builder`, its offsets moved `shift` characters later."""
+    for segment in offsets.segments():
+        piece = text[segment.plain_start : segment.plain_end]
+        if segment.exact:
+            builder.copy(piece, segment.source_start + shift)
+        else:
+            builder.replace(piece, segment.source_start + shift, segment.source_end + shift)
+    return builder
 
 
 def _fold_double_dollars(tokens: Sequence[Token]) -> Sequence[Token]:

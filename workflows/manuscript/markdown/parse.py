@@ -23,6 +23,7 @@ from ..model import Manuscript, ParagraphKind, has_words, paragraph_id
 from ..offsets import OffsetMap, TextBuilder
 from ..source import SourceFile
 from .inline import InlineAligner
+from .rawtex import MATH_ENVIRONMENTS, block_environment_at, environment_ends, raw_tex_plugin
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _FRONT_TITLE = re.compile(r"^title:[ \t]*(?P<quote>['\"]?)(?P<title>.+?)(?P=quote)[ \t]*$", re.M)
@@ -65,7 +66,8 @@ def _make_parser() -> MarkdownIt:
         MarkdownIt("commonmark", {"html": True})
         .enable("table")
         .enable("strikethrough")
-        .use(dollarmath_plugin)
+        .use(dollarmath_plugin, double_inline=True)  # pandoc: $$...$$ inside a paragraph is display math
+        .use(raw_tex_plugin)
     )
 
 
@@ -78,6 +80,9 @@ def split_chunks(text: str, start: int) -> list[tuple[int, str]]:
     in_comment = False
     in_math = False
     previous_blank = False
+    # A raw TeX block (\begin{x} ... \end{x}) may hold blank lines: no cut before its end.
+    tex_ends = environment_ends(text, start) if "\\begin" in text else {}
+    tex_until = start
     for line in _lines(text, start):
         stripped = line.strip()
         blank = not stripped
@@ -89,9 +94,14 @@ def split_chunks(text: str, start: int) -> list[tuple[int, str]]:
             and not in_math
             and line[0] not in " \t"
             and position > chunk_start
+            and position >= tex_until
         ):
             chunks.append((chunk_start, text[chunk_start:position]))
             chunk_start = position
+        if tex_ends and stripped.startswith("\\begin"):
+            begin = position + len(line) - len(line.lstrip())
+            if block_environment_at(text, begin):
+                tex_until = max(tex_until, tex_ends.get(begin, 0))
         fence_match = _FENCE.match(line)
         if fence is not None:
             if (
@@ -238,11 +248,16 @@ class MarkdownProject:
                 containers.append(kind)
             elif kind in ("bullet_list_close", "ordered_list_close", "blockquote_close") and containers:
                 containers.pop()
+            elif kind == "raw_tex_block":
+                events.extend(self._raw_tex_block(token, body, shift))
             elif kind == "table_open":
                 index = self._close_of(tokens, index, "table_close")
             elif kind in ("heading_open", "paragraph_open") and index + 1 < len(tokens):
                 inline = tokens[index + 1]
                 span = self._span(inline, line_starts, len(body))
+                if _TEMPLATE_BLOCK.match(body, span[0], span[1]) or _GRID_TABLE.match(body, span[0], span[1]):
+                    index += 1
+                    continue  # a template comment or statement ({## ... ##}, {% ... %}), or a pandoc grid table
                 if kind == "heading_open":
                     builder = TextBuilder()
                     InlineAligner(body, span[0], span[1], builder).walk(inline.children or [])
@@ -257,6 +272,27 @@ class MarkdownProject:
                         )
             index += 1
         return events, off
+
+    @staticmethod
+    def _raw_tex_block(token: Token, body: str, shift: int) -> list[_Event]:
+        """A block of raw TeX is no paragraph; the LaTeX parser finds any prose in it (a float's caption)."""
+        meta = token.meta or {}
+        if meta.get("environment") in MATH_ENVIRONMENTS:
+            return []
+        from ..latex.chunks import ParagraphEvent, ScanState, parse_chunk  # only for Markdown with raw TeX
+        from ..latex.macros import MacroTable
+        from ..latex.project import split_chunks as split_latex
+
+        start, end = meta.get("start", 0), meta.get("end", 0)
+        events: list[_Event] = []
+        state, macros = ScanState(), MacroTable()
+        for offset, piece in split_latex(body[start:end]):
+            found, state = parse_chunk(piece, state, macros)
+            for event in found:
+                if isinstance(event, ParagraphEvent) and has_words(event.text):
+                    offsets = event.offsets.shifted(shift + start + offset)
+                    events.append(_Paragraph(event.kind, event.text, offsets, paragraph_id(event.text)))
+        return events
 
     @staticmethod
     def _switch(html: str, off: bool) -> bool:
@@ -308,11 +344,22 @@ class MarkdownProject:
             if caption:
                 text, offsets = _drop_prefix(text, offsets, caption.end())
         found = [(text, offsets, kind)] if has_words(text) else []
-        for note in aligner.footnotes:
-            note_text, note_offsets = note.build()
-            if has_words(note_text):
-                found.append((note_text, note_offsets, ParagraphKind.FOOTNOTE))
+        for side, side_kind in [
+            *((note, ParagraphKind.FOOTNOTE) for note in aligner.footnotes),
+            *((caption, ParagraphKind.CAPTION) for caption in aligner.captions),
+        ]:
+            side_text, side_offsets = side.build()
+            if has_words(side_text):
+                found.append((side_text, side_offsets, side_kind))
         return found
+
+
+# A block that is wholly one Jinja2 comment or statement, as Manubot's front-matter templates write them.
+_TEMPLATE_BLOCK = re.compile(r"\s*(?:\{#(?:(?!#\}).)*#\}|\{%(?:(?!%\}).)*%\})\s*\Z", re.S)
+
+
+# Pandoc's grid tables (+----+----+ rulings) are not CommonMark, which reads them as a paragraph: not prose.
+_GRID_TABLE = re.compile(r"[ \t]*\+[-=:]+(?:\+[-=:]+)*\+[ \t]*(?:\n|\Z)")
 
 
 def _drop_prefix(text: str, offsets: OffsetMap, length: int) -> tuple[str, OffsetMap]:
