@@ -44,10 +44,10 @@ _CONTINUATIONS = 2  # a plain-text answer cut off by max_tokens is continued at 
 _FORMAT_REJECTION_STATUSES = frozenset({400, 415, 422, 501})
 # llama-cpp-python answers an unknown response_format with HTTP 500; a 500 counts as a refusal of the format
 # only when its message is about the format, so that a passing server error does not downgrade the endpoint.
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar", "guided", "structured")
 # Sampling for a second try at an answer that repeated itself: standard OpenAI fields, which vLLM and
 # llama-cpp-python's server also take.
 _DISCOURAGE_REPEATS = {"frequency_penalty": 0.6, "presence_penalty": 0.4}
-_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar", "guided", "structured")
 _runs: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("margin_llm_runs", default=())
 
 
