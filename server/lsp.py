@@ -179,8 +179,17 @@ class MarginServer(LanguageServer):
         self.analyzer.max_bytes = settings.max_file_bytes
 
     def _report(self, problems: list[str]) -> None:
-        for problem in problems:
-            self.tell_user(problem)
+        """One message for a settings object however many problems it has (each is in the log)."""
+        if not problems:
+            return
+        for problem in problems[1:]:
+            log.info("%s", problem)
+        more = (
+            f" (and {len(problems) - 1} more problem(s) with the settings: see margin's log)"
+            if len(problems) > 1
+            else ""
+        )
+        self.tell_user(problems[0] + more)
 
     async def settings_for(self, uri: str) -> Settings:
         """Settings in force for a document: workspace/configuration scoped to it when the client has it."""

@@ -603,6 +603,21 @@ async def test_dotted_initialization_options_then_did_change_configuration_setti
         assert_readability_diagnostic(published.diagnostics[0], threshold=30)
 
 
+async def test_thousands_of_unknown_settings_are_one_message() -> None:
+    options = {"margin": {f"unknown{number}": number for number in range(2_000)}}
+    async with session(neovim_capabilities(), options) as client:
+        await client.wait_until(
+            lambda: any("Unknown setting" in m.message for m in client.messages),
+            "a message about the settings",
+        )
+        uri = uri_for("after-unknown-settings.tex")
+        client.open(uri, "\n\n".join([r"\section{S}", HARD, ""]))
+        await client.pull(uri)  # a round trip: every message sent before it has arrived
+        about_settings = [m for m in client.messages if "setting" in m.message]
+        assert len(about_settings) == 1
+        assert "and 1999 more problem(s)" in about_settings[0].message
+
+
 async def test_invalid_initialization_option_is_reported_then_configuration_applies_to_pulls() -> None:
     uri = uri_for("invalid-setting.tex")
     options = {"margin": {"readability": {"threshold": "high"}}}

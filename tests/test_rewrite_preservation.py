@@ -740,6 +740,27 @@ def test_write_output_creates_a_new_file_and_replaces_only_with_force(tmp_path: 
     assert sorted(os.listdir(tmp_path)) == ["simple.tex"], "no temporary file is left behind"
 
 
+def test_forced_write_never_follows_a_link_planted_at_the_old_temporary_name(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    path = tmp_path / "simple.tex"
+    path.write_text("old")
+    (tmp_path / ".simple.tex.margin-tmp").symlink_to(victim)  # the name the temporary file used to have
+    assert write_output(path, "new", force=True) == path
+    assert victim.read_text() == "precious"
+    assert path.read_text() == "new" and not path.is_symlink()
+
+
+def test_forced_write_replaces_a_link_itself_not_its_target(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    path = tmp_path / "simple.tex"
+    path.symlink_to(victim)
+    write_output(path, "new", force=True)
+    assert victim.read_text() == "precious"
+    assert path.read_text() == "new" and not path.is_symlink()
+
+
 # -- Transcript.save ----------------------------------------------------------------------------------------------
 
 

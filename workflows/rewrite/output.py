@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 _MAX_SUFFIX = 10_000
@@ -47,7 +48,15 @@ def write_output(path: Path, text: str, force: bool = False) -> Path:
                 f"{path} exists; choose another name or pass --force to replace it"
             ) from None
         return path
-    temporary = path.with_name(f".{path.name}.margin-tmp")
-    temporary.write_text(text, encoding="utf-8", newline="")
-    os.replace(temporary, path)
+    # An unpredictable name, created with O_EXCL (mkstemp) in the target folder: a link planted at a known
+    # temporary name cannot redirect the write; the rename then replaces `path` itself, never what it links to.
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".margin-tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     return path
