@@ -446,14 +446,13 @@ class SearchServer:
 from margin.workflows.llm import embedded as _embedded  # noqa: E402
 from margin.workflows.llm.config import VLLM_DEFAULT_URL as _VLLM_DEFAULT_URL  # noqa: E402
 from margin.workflows.llm.endpoints import probe as _probe  # noqa: E402
-from margin.workflows.llm.types import ANSWERED_FAILURES, Usage  # noqa: E402
+from margin.workflows.llm.types import Usage  # noqa: E402
 
 
 def assert_the_model_answered(usage: Usage) -> None:
     """What every test of the embedded model checks first: the model answered at least once (an answer that broke
     the schema counts: the model did answer). A dead or crashed model server passes none of those tests."""
-    answered = usage.calls + sum(usage.failure_kinds.get(kind.value, 0) for kind in ANSWERED_FAILURES)
-    assert answered >= 1, (
+    assert usage.model_answers >= 1, (
         f"the embedded model never answered: {usage.first_failure or 'no model call was made'}"
     )
 

@@ -198,13 +198,14 @@ class Usage:
         return self.calls + self.cache_hits
 
     @property
+    def model_answers(self) -> int:
+        """Answers a model generated in this run: usable ones, and those that broke the schema or were empty."""
+        return self.calls + sum(self.failure_kinds.get(kind.value, 0) for kind in ANSWERED_FAILURES)
+
+    @property
     def no_model_answered(self) -> bool:
         """Every call failed, and none because of what a model said: nothing answered at all."""
-        return (
-            self.failures > 0
-            and self.answered == 0
-            and not set(self.failure_kinds) & {kind.value for kind in ANSWERED_FAILURES}
-        )
+        return self.failures > 0 and self.model_answers + self.cache_hits == 0
 
     def summary(self) -> str:
         return (

@@ -459,11 +459,15 @@ class ChunkParser:
             return after
         return index + 1
 
+    def _is_math(self, environment: str) -> bool:
+        """A math environment: LaTeX's own, or one the manuscript defines to open math."""
+        return environment in m.MATH_ENVIRONMENTS or environment in self.macros.math_environments
+
     def _begin(self, index: int) -> int:
         arguments, after = self._read_arguments(index + 1, self.count, "{")
         name = self._raw(arguments[0]).strip()
         body_start = self._end_offset(after)
-        math = name in m.MATH_ENVIRONMENTS or name in self.macros.math_environments
+        math = self._is_math(name)
         if math and not self._in_float():
             return self._placeholder_until(
                 MATH, self.starts[index], find_environment_end(self.text, body_start, name), name
@@ -604,7 +608,7 @@ class ChunkParser:
         if base == "begin":
             arguments, after = self._read_arguments(index + 1, stop, "{")
             environment = self._raw(arguments[0]).strip()
-            math = environment in m.MATH_ENVIRONMENTS or environment in self.macros.math_environments
+            math = self._is_math(environment)
             if math or environment in m.SKIPPED_ENVIRONMENTS:
                 end = find_environment_end(self.text, self._end_offset(after), environment)
                 close = end if end is not None else self.ends[stop - 1]
