@@ -8,7 +8,7 @@ any sub-span maps to the matching sub-span of source. A *replacement* segment st
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -22,23 +22,28 @@ class Segment:
 
 
 class OffsetMap:
-    """Segments with offsets relative to `base` in the source file; immutable, so safe to share from a cache."""
+    """Segments with offsets relative to `base` in the source file; immutable, so safe to share from a cache.
+
+    The offsets are kept in tuples: the garbage collector stops tracking a tuple of numbers, and a parse keeps
+    hundreds of thousands of maps alive (in the manuscript and the chunk cache), which it would otherwise walk
+    over and over.
+    """
 
     __slots__ = ("_exact", "_plain_starts", "_source_ends", "_source_starts", "base", "length")
 
     def __init__(
         self,
-        plain_starts: list[int],
-        source_starts: list[int],
-        source_ends: list[int],
-        exact: list[bool],
+        plain_starts: Sequence[int],
+        source_starts: Sequence[int],
+        source_ends: Sequence[int],
+        exact: Sequence[bool],
         length: int,
         base: int = 0,
     ) -> None:
-        self._plain_starts = plain_starts
-        self._source_starts = source_starts
-        self._source_ends = source_ends
-        self._exact = exact
+        self._plain_starts = tuple(plain_starts)
+        self._source_starts = tuple(source_starts)
+        self._source_ends = tuple(source_ends)
+        self._exact = tuple(exact)
         self.length = length
         self.base = base
 
@@ -52,8 +57,8 @@ class OffsetMap:
         """The same map with its segments moved `amount` characters later in the source."""
         return OffsetMap(
             self._plain_starts,
-            [start + amount for start in self._source_starts],
-            [end + amount for end in self._source_ends],
+            tuple(start + amount for start in self._source_starts),
+            tuple(end + amount for end in self._source_ends),
             self._exact,
             self.length,
             self.base,
@@ -108,32 +113,38 @@ class TextBuilder:
         self._exact: list[bool] = []
         self.length = 0
 
-    def _push(self, text: str, source_start: int, source_end: int, exact: bool) -> None:
-        if not text:
-            return
-        if exact and self._exact and self._exact[-1] and self._source_ends[-1] == source_start:
-            # Contiguous copy: extend the previous exact segment instead of adding one.
-            self._source_ends[-1] = source_end
-        else:
-            self._plain_starts.append(self.length)
-            self._source_starts.append(source_start)
-            self._source_ends.append(source_end)
-            self._exact.append(exact)
+    def _add(self, text: str, source_start: int, source_end: int, exact: bool) -> None:
+        """Append a new segment (text not empty)."""
+        self._plain_starts.append(self.length)
+        self._source_starts.append(source_start)
+        self._source_ends.append(source_end)
+        self._exact.append(exact)
         self._parts.append(text)
         self.length += len(text)
 
     def copy(self, text: str, source_start: int) -> None:
         """Append source text unchanged (it starts at `source_start`)."""
-        self._push(text, source_start, source_start + len(text), True)
+        if not text:
+            return
+        exact, ends = self._exact, self._source_ends
+        if exact and exact[-1] and ends[-1] == source_start:
+            # Contiguous copy: extend the previous exact segment instead of adding one.
+            ends[-1] = source_start + len(text)
+            self._parts.append(text)
+            self.length += len(text)
+        else:
+            self._add(text, source_start, source_start + len(text), True)
 
     def replace(self, text: str, source_start: int, source_end: int) -> None:
         """Append `text` standing for the whole source span."""
-        self._push(text, source_start, source_end, False)
+        if text:
+            self._add(text, source_start, source_end, False)
 
     def space(self, source_start: int, source_end: int) -> None:
         """Append one space for a run of white space, unless the text already ends in one or is empty."""
-        if self.length and not self.ends_with_space():
-            self._push(" ", source_start, source_end, False)
+        parts = self._parts
+        if parts and not parts[-1][-1:].isspace():
+            self._add(" ", source_start, source_end, False)
 
     def ends_with_space(self) -> bool:
         return bool(self._parts) and self._parts[-1][-1:].isspace()
@@ -141,25 +152,29 @@ class TextBuilder:
     def build(self) -> tuple[str, OffsetMap]:
         """The plain text with surrounding white space trimmed, and its map."""
         text = "".join(self._parts)
-        lead = len(text) - len(text.lstrip())
         trimmed = text.strip()
+        if not trimmed:
+            return trimmed, OffsetMap((), (), (), (), 0)
+        lead = len(text) - len(text.lstrip())
         end = lead + len(trimmed)
-        plain_starts: list[int] = []
-        source_starts: list[int] = []
-        source_ends: list[int] = []
-        exact: list[bool] = []
-        count = len(self._plain_starts)
-        for index in range(count):
-            seg_start = self._plain_starts[index]
-            seg_end = self._plain_starts[index + 1] if index + 1 < count else len(text)
-            lo, hi = max(seg_start, lead), min(seg_end, end)
-            if lo >= hi:
-                continue
-            src_start, src_end = self._source_starts[index], self._source_ends[index]
-            if self._exact[index]:
-                src_start, src_end = src_start + lo - seg_start, src_start + hi - seg_start
-            plain_starts.append(lo - lead)
-            source_starts.append(src_start)
-            source_ends.append(src_end)
-            exact.append(self._exact[index])
+        if len(self._exact) == 1:  # one segment (a short paragraph): no search, no slices
+            start, stop = self._source_starts[0], self._source_ends[0]
+            if self._exact[0]:
+                start, stop = start + lead, start + end
+            return trimmed, OffsetMap((0,), (start,), (stop,), self._exact, len(trimmed))
+        # Only the segments at either end can be cut by the trimming; those between are kept as they are.
+        plain = self._plain_starts
+        first = bisect.bisect_right(plain, lead) - 1
+        last = bisect.bisect_left(plain, end) - 1
+        plain_starts = (
+            [start - lead for start in plain[first : last + 1]] if lead else plain[first : last + 1]
+        )
+        source_starts = self._source_starts[first : last + 1]
+        source_ends = self._source_ends[first : last + 1]
+        exact = self._exact[first : last + 1]
+        if exact[-1]:  # cut at the end first: it counts from the segment's original source start
+            source_ends[-1] = source_starts[-1] + end - plain[last]
+        if exact[0]:
+            source_starts[0] += lead - plain[first]
+        plain_starts[0] = 0
         return trimmed, OffsetMap(plain_starts, source_starts, source_ends, exact, len(trimmed))

@@ -4,6 +4,10 @@ A blank line always ends a paragraph, so a chunk's paragraphs depend only on its
 entered with (preamble or body, open environments, a skipped region still open). That makes chunks cacheable by
 (text, state): after a keystroke only the edited chunk is parsed again. Brace groups never cross a chunk, which
 also confines the damage of an unbalanced brace to one paragraph.
+
+Parsing takes time linear in the chunk whatever it holds: no search is repeated over the same stretch of text
+(every look-ahead is either consumed, bounded, or answered from a table built once per chunk), and questions
+about the open environments take the same time at any depth.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ import bisect
 import re
 from dataclasses import dataclass
 from enum import IntEnum
-from functools import lru_cache
 
 # has_words lives in the model so that the Markdown parser need not import this module (and pylatexenc).
 from ..model import CITATION, CODE, MATH, REFERENCE, URL, ParagraphKind, has_words, paragraph_id
@@ -33,28 +36,39 @@ from . import macros as m
     TILDE,
     TEXT,
     VERBATIM,
-) = range(1, 14)
-# Verbatim-like macros are single tokens, so that a % inside them (a URL's %20) is not read as a comment.
-_TOKEN = re.compile(
-    r"(?P<comment>%[^\n]*)"
-    r"|(?P<verbatim>\\verb\*?(?P<verb_delimiter>[^\sA-Za-z*])(?:(?!(?P=verb_delimiter))[^\n])*(?P=verb_delimiter)"
-    r"|\\lstinline(?:\[[^\]\n]*\])?(?:\{[^}\n]*\}|(?P<listing_delimiter>[^\sA-Za-z{\[])"
-    r"(?:(?!(?P=listing_delimiter))[^\n])*(?P=listing_delimiter))"
-    r"|\\(?:url|href)[ \t]*\{[^{}\n]*\})"
+    _VERBATIM_START,  # only inside the tokenizer: \verb or \lstinline, whose end is found without a regex scan
+) = range(1, 15)
+_URL_TOKEN = r"\\(?:url|href)[ \t]*\{[^{}\n]*\}"
+_OTHER_TOKENS = (
     r"|(?P<macro>\\(?:[A-Za-z@]+\*?|['`^\"~=.](?:\\[ij](?![A-Za-z])|[A-Za-z])?|[^A-Za-z@]|$))"
     r"|(?P<open>\{)|(?P<close>\})"
     r"|(?P<dollar>\$\$|\$)"
-    r"|(?P<space>\s+)"
     r"|(?P<bracket_open>\[)|(?P<bracket_close>\])"
     r"|(?P<dash>---|--)"
     r"|(?P<quote>``|'')"
     r"|(?P<tilde>~)"
-    r"|(?P<text>[^\\%{}$\s\[\]~`'-]+|.)",
+    r"|(?P<other>.)"
+)
+# Words and white space come first, being most of the text: no other alternative can start where they do.
+# Verbatim-like macros are single tokens, so that a % inside them (a URL's %20) is not read as a comment. A regex
+# that scanned for the closing delimiter would rescan the rest of the line for every \verb that never closes, so
+# the regex only spots their start and _verbatim_end finds the delimiter; one that does not close is lexed again
+# by _PLAIN_TOKEN, which lacks that alternative, and so becomes a macro as before.
+_TOKEN = re.compile(
+    r"(?P<text>[^\\%{}$\s\[\]~`'-]+)|(?P<space>\s+)|(?P<comment>%[^\n]*)"
+    r"|(?P<verbatim>" + _URL_TOKEN + ")"
+    r"|(?P<verbatim_start>\\verb\*?(?=[^\sA-Za-z*])|\\lstinline(?=[^\sA-Za-z]))" + _OTHER_TOKENS,
+    re.S,
+)
+_PLAIN_TOKEN = re.compile(
+    r"(?P<text>[^\\%{}$\s\[\]~`'-]+)|(?P<space>\s+)|(?P<comment>%[^\n]*)"
+    r"|(?P<verbatim>" + _URL_TOKEN + ")" + _OTHER_TOKENS,
     re.S,
 )
 _KINDS = {
     "comment": COMMENT,
     "verbatim": VERBATIM,
+    "verbatim_start": _VERBATIM_START,
     "macro": MACRO,
     "open": OPEN,
     "close": CLOSE,
@@ -66,7 +80,20 @@ _KINDS = {
     "quote": QUOTE,
     "tilde": TILDE,
     "text": TEXT,
+    "other": TEXT,  # any other single character
 }
+# Kinds by group number (no group nests in another, so a match's lastindex is its alternative).
+_KIND_OF_GROUP = [0] * (_TOKEN.groups + 1)
+for _name, _number in _TOKEN.groupindex.items():
+    _KIND_OF_GROUP[_number] = _KINDS[_name]
+_KIND_OF_PLAIN_GROUP = [0] * (_PLAIN_TOKEN.groups + 1)
+for _name, _number in _PLAIN_TOKEN.groupindex.items():
+    _KIND_OF_PLAIN_GROUP[_number] = _KINDS[_name]
+_BLANK_KINDS = frozenset([SPACE, COMMENT])
+_PROSE_KINDS = frozenset([TEXT, SPACE, BRACKET_OPEN, BRACKET_CLOSE, OPEN, CLOSE])  # what _prose takes
+_LISTING_DELIMITER = re.compile(r"[^\sA-Za-z{\[]")
+_BRACES = re.compile(b"[" + bytes([OPEN, CLOSE]) + b"]")  # over the kinds as bytes
+_BOUNDARY = re.compile(r"\\(begin|end)\s*\{([^{}\\]*)\}")
 _MARGIN_OFF = re.compile(r"%\s*margin:\s*off\b", re.I)
 _MARGIN_ON = re.compile(r"(?<!\\)%\s*margin:\s*on\b", re.I)
 _SINGLE_DOLLAR = re.compile(r"(?<!\\)\$")
@@ -74,10 +101,18 @@ _DOUBLE_DOLLAR = re.compile(r"(?<!\\)\$\$")
 _ACCENT_SYMBOLS = frozenset("'`^\"~=.")
 _MAX_EXPANSION_DEPTH = 8
 _MAX_EXPANSION_LENGTH = 10_000
-_EXPANSION_BUDGET = 20_000  # characters of macro bodies one chunk may expand in all (self-similar macros)
+# A substitution is abandoned before it is built once it would pass this (\x{<a long argument>} with #1 many
+# times in the body would otherwise build a huge string only to drop it for being over _MAX_EXPANSION_LENGTH).
+_MAX_SUBSTITUTION_LENGTH = 16 * _MAX_EXPANSION_LENGTH
 _MAX_NESTING = 64  # nested arguments walked recursively; deeper ones are read flat
 _MAX_OPTIONAL_TOKENS = 256  # an optional [argument] longer than this is not one
 _MAX_PARAMETER_TOKENS = 64  # \def\name<parameter text>{body}: a parameter text longer than this is not one
+_SHORT_WALK = 8  # tokens walked one by one before a table answers instead
+_SHORT_SCAN = 256  # characters searched directly before a per-line table answers instead
+# An \end whose name is not the innermost environment's closes the nearest one of that name among this many
+# levels (beyond that it is a stray \end, ignored): no real document nests so deep, and a bound keeps a run of
+# stray \end tokens inside deep nesting from costing the depth each.
+_MAX_END_SEARCH = 32
 
 
 class Region(IntEnum):
@@ -86,10 +121,60 @@ class Region(IntEnum):
     END = 2
 
 
+class OpenEnvironment:
+    """An open environment and, through `parent`, the ones around it: an immutable linked stack.
+
+    What the parser asks of the stack (the paragraph kind, inside a float, inside the abstract) is settled once
+    per push and the hash once per node, so no question costs time in proportion to the depth. Stacks built on
+    one another share their lower nodes, so comparing two stops where they meet.
+    """
+
+    __slots__ = ("_hash", "in_abstract", "in_float", "kind", "name", "parent")
+
+    def __init__(self, name: str, parent: OpenEnvironment | None) -> None:
+        self.name = name
+        self.parent = parent
+        if name in m.LIST_ENVIRONMENTS:
+            self.kind = ParagraphKind.LIST_ITEM
+        elif name in m.QUOTE_ENVIRONMENTS:
+            self.kind = ParagraphKind.QUOTE
+        else:
+            self.kind = parent.kind if parent is not None else ParagraphKind.PARAGRAPH
+        self.in_float = name in m.FLOAT_ENVIRONMENTS or (parent is not None and parent.in_float)
+        self.in_abstract = name == "abstract" or (parent is not None and parent.in_abstract)
+        self._hash = hash((name, parent._hash if parent is not None else 0))
+
+    def names(self) -> tuple[str, ...]:
+        """The open environments, outermost first."""
+        names: list[str] = []
+        node: OpenEnvironment | None = self
+        while node is not None:
+            names.append(node.name)
+            node = node.parent
+        return tuple(reversed(names))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OpenEnvironment):
+            return NotImplemented
+        mine: OpenEnvironment | None = self
+        theirs: OpenEnvironment | None = other
+        while mine is not theirs:
+            if mine is None or theirs is None or mine._hash != theirs._hash or mine.name != theirs.name:
+                return False
+            mine, theirs = mine.parent, theirs.parent
+        return True
+
+    def __repr__(self) -> str:
+        return f"OpenEnvironment({'/'.join(self.names())})"
+
+
 @dataclass(frozen=True, slots=True)
 class ScanState:
     region: Region = Region.BODY
-    environments: tuple[str, ...] = ()
+    environments: OpenEnvironment | None = None  # the innermost open environment
     skipping: str | None = None
     off: bool = False
 
@@ -139,25 +224,192 @@ class ProblemEvent:
 Event = HeadingEvent | TitleEvent | ParagraphEvent | IncludeEvent | ProblemEvent
 
 
-@lru_cache(maxsize=256)
-def _environment_boundary(name: str) -> re.Pattern[str]:
-    return re.compile(r"\\(begin|end)\s*\{" + re.escape(name) + r"\}")
+class _LineFinder:
+    """Finds a character further along its line, for searches whose offsets move forward.
+
+    A line's end is found once; an answer is remembered until the search passes it; and a search that would run
+    on along a long line is settled by a table of where each character last occurs on it, built once per line.
+    Together many searches along one line, for many different characters, stay linear in its length.
+    """
+
+    __slots__ = ("_found", "_last", "_last_from", "_line_end", "_line_from", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._line_from = 0  # _line_end is the end of the line for offsets in [_line_from, _line_end]
+        self._line_end = -1
+        self._found: dict[str, tuple[int, int, int]] = {}  # char: (searched from, valid up to, answer)
+        self._last: dict[str, int] | None = None  # char: its last offset in [_last_from, _line_end)
+        self._last_from = 0
+
+    def line_end(self, offset: int) -> int:
+        """The offset of the newline that ends the line of `offset` (the text's length on the last line)."""
+        if not self._line_from <= offset <= self._line_end:
+            end = self.text.find("\n", offset)
+            self._line_from = offset
+            self._line_end = len(self.text) if end < 0 else end
+            self._last = None
+        return self._line_end
+
+    def find(self, char: str, offset: int) -> int:
+        """The offset of the first `char` at or after `offset` on the same line, or -1."""
+        known = self._found.get(char)
+        if known is not None and known[0] <= offset <= known[1]:
+            return known[2]
+        end = self.line_end(offset)
+        near = min(end, offset + _SHORT_SCAN)
+        found = self.text.find(char, offset, near)
+        if found < 0 and near < end:
+            if self._last is None or offset < self._last_from:
+                self._last = dict(zip(self.text[offset:end], range(offset, end), strict=True))
+                self._last_from = offset
+            if self._last.get(char, -1) >= near:
+                found = self.text.find(char, near, end)
+        self._found[char] = (offset, found if found >= 0 else end, found)
+        return found
 
 
-def find_environment_end(text: str, start: int, name: str) -> int | None:
-    """Offset just past the \\end{name} that closes an environment whose body starts at `start`."""
-    depth = 1
-    for match in _environment_boundary(name).finditer(text, start):
-        if m.is_commented(text, match.start()):
-            continue
-        depth += 1 if match.group(1) == "begin" else -1
-        if depth == 0:
-            return match.end()
-    return None
+def _verbatim_end(text: str, match: re.Match[str], lines: _LineFinder) -> int | None:
+    """Where the \\verb|code| or \\lstinline[options]{code} starting at `match` ends, or None if it does not
+    close on its line (as the regex it stands in for: \\verb\\*?(?P<d>[^\\sA-Za-z*])[^\\n]*?(?P=d), and so on)."""
+    position = match.end()
+    if text.startswith("\\verb", match.start()):
+        close = lines.find(text[position], position + 1)
+        return close + 1 if close >= 0 else None
+    if text[position] == "[":
+        close = lines.find("]", position + 1)
+        if close < 0:
+            return None
+        position = close + 1
+    if position >= len(text):
+        return None
+    delimiter = text[position]
+    if delimiter == "{":
+        close = lines.find("}", position + 1)
+    elif _LISTING_DELIMITER.match(delimiter):
+        close = lines.find(delimiter, position + 1)
+    else:
+        return None
+    return close + 1 if close >= 0 else None
+
+
+def _tokenize(text: str) -> tuple[list[int], list[int]]:
+    """The kind and start of every token; tokens tile the text (the last alternative takes any character)."""
+    kinds: list[int] = []
+    starts: list[int] = []
+    add_kind, add_start = kinds.append, starts.append
+    if "\\verb" not in text and "\\lstinline" not in text:
+        for match in _TOKEN.finditer(text):
+            add_kind(_KIND_OF_GROUP[match.lastindex or 0])
+            add_start(match.start())
+        return kinds, starts
+    lines = _LineFinder(text)
+    position = 0
+    while position < len(text):
+        for match in _TOKEN.finditer(text, position):
+            kind = _KIND_OF_GROUP[match.lastindex or 0]
+            start = match.start()
+            if kind != _VERBATIM_START:
+                add_kind(kind)
+                add_start(start)
+                continue
+            end = _verbatim_end(text, match, lines)
+            if end is None:  # not verbatim after all: whatever the other alternatives make of it
+                plain = _PLAIN_TOKEN.match(text, start)
+                assert plain is not None  # the last alternative matches any character
+                add_kind(_KIND_OF_PLAIN_GROUP[plain.lastindex or 0])
+                end = plain.end()
+            else:
+                add_kind(VERBATIM)
+            add_start(start)
+            position = end
+            break  # go on lexing after the token
+        else:
+            break
+    return kinds, starts
+
+
+def _closers(steps: list[int]) -> list[int]:
+    """For each b in 0..len(steps): the first j >= b where the running sum of steps[b..j] reaches -1, or -1.
+
+    With steps +1 for \\begin and -1 for \\end, that is the \\end closing an environment opened just before
+    boundary b. The running sums from 0 form a walk; the answer is where the walk first drops below its value
+    at b, found for every b at once with a stack of the positions still waiting for a drop.
+    """
+    result = [-1] * (len(steps) + 1)
+    levels = [0] * (len(steps) + 1)
+    waiting: list[int] = []
+    level = 0
+    for position in range(len(steps) + 1):
+        if position:
+            level += steps[position - 1]
+        while waiting and level < levels[waiting[-1]]:
+            result[waiting.pop()] = position - 1
+        levels[position] = level
+        waiting.append(position)
+    return result
+
+
+class _Boundaries:
+    """The \\begin{name} and \\end{name} of a chunk outside comments, by name, so that finding the \\end of an
+    environment is a bisect rather than a scan (a scan per \\begin made unclosed ones quadratic)."""
+
+    __slots__ = ("_closers", "_entries")
+
+    def __init__(self, text: str) -> None:
+        comments = m.CommentFinder(text)
+        entries: dict[str, tuple[list[int], list[int], list[int]]] = {}
+        for match in _BOUNDARY.finditer(text):
+            if comments.is_commented(match.start()):
+                continue
+            starts, ends, steps = entries.setdefault(match.group(2), ([], [], []))
+            starts.append(match.start())
+            ends.append(match.end())
+            steps.append(1 if match.group(1) == "begin" else -1)
+        self._entries = entries
+        self._closers: dict[str, list[int]] = {}
+
+    def end(self, start: int, name: str) -> int | None:
+        """Offset just past the \\end{name} that closes an environment whose body starts at `start`."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return None
+        closers = self._closers.get(name)
+        if closers is None:
+            closers = self._closers[name] = _closers(entry[2])
+        closer = closers[bisect.bisect_left(entry[0], start)]
+        return entry[1][closer] if closer >= 0 else None
 
 
 class ChunkParser:
     """Parses one chunk. Offsets in the events it returns are relative to the chunk's start."""
+
+    __slots__ = (
+        "_boundaries",
+        "_kind_bytes",
+        "_lines",
+        "_next_bracket",
+        "_partner",
+        "_unclosed",
+        "allowance",
+        "budget",
+        "builder",
+        "count",
+        "depth",
+        "ends",
+        "events",
+        "footnotes",
+        "kinds",
+        "macros",
+        "nesting",
+        "off",
+        "region",
+        "skipping",
+        "starts",
+        "state",
+        "text",
+        "top",
+    )
 
     def __init__(
         self,
@@ -170,19 +422,26 @@ class ChunkParser:
         self.text = text
         self.macros = macros
         self.depth = depth
-        self.budget = budget if budget is not None else [_EXPANSION_BUDGET]
+        # A chunk's own parser draws its expansion budget from the manuscript's (macros.expansion_allowance), so
+        # that expansions cannot make many small chunks cost far more than their text; expansions share it.
+        self.allowance = macros.expansion_allowance(len(text)) if budget is None else None
+        self.budget = budget if budget is not None else [self.allowance or 0]
         self.nesting = 0
-        self.kinds: list[int] = []
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        for match in _TOKEN.finditer(text):
-            self.kinds.append(_KINDS[match.lastgroup or "text"])
-            self.starts.append(match.start())
-            self.ends.append(match.end())
+        self.kinds, self.starts = _tokenize(text)
         self.count = len(self.kinds)
-        self.partner = self._match_braces()
+        self.ends = self.starts[1:]
+        if self.count:
+            self.ends.append(len(text))
+        # Built on first use: many chunks are plain prose and never need them.
+        self._partner: list[int] | None = None
+        self._unclosed: list[int] = []
+        self._kind_bytes: bytes | None = None
+        self._next_bracket: list[int] | None = None
+        self._boundaries: _Boundaries | None = None
+        self._lines: _LineFinder | None = None
+        self.state = state
         self.region = state.region
-        self.environments = list(state.environments)
+        self.top = state.environments
         self.skipping = state.skipping
         self.off = state.off
         self.events: list[Event] = []
@@ -193,31 +452,77 @@ class ChunkParser:
 
     def parse(self) -> tuple[list[Event], ScanState]:
         index = 0
-        while index < self.count:
-            index = self._step(index)
+        count, kinds = self.count, self.kinds
+        while index < count:
+            if (
+                kinds[index] in _PROSE_KINDS
+                and self.skipping is None
+                and not self.off
+                and self.region == Region.BODY
+                and (self.top is None or not self.top.in_float)
+            ):
+                index = self._prose(index, count, self.builder)
+            else:
+                index = self._step(index)
         self._flush()
-        state = ScanState(self.region, tuple(self.environments), self.skipping, self.off)
-        return self.events, state
+        self._settle_budget()
+        state = self.state
+        if (self.region, self.top, self.skipping, self.off) == (
+            state.region,
+            state.environments,
+            state.skipping,
+            state.off,
+        ):
+            return self.events, state  # the same object: the next chunk's cache key then compares by identity
+        return self.events, ScanState(self.region, self.top, self.skipping, self.off)
 
     def convert(self) -> str:
         """Plain text of the whole chunk as inline material (used for macro expansions)."""
         self._walk(0, self.count, self.builder)
+        self._settle_budget()
         return self.builder.build()[0]
 
+    def _settle_budget(self) -> None:
+        if self.allowance is not None:
+            if self.budget[0] != self.allowance:
+                self.macros.spend_expansion(self.allowance - self.budget[0])
+            self.allowance = None
+
     # -- tokens -------------------------------------------------------------------------------------------------
+
+    @property
+    def partner(self) -> list[int]:
+        """For each `{` token, the index of its `}` (the chunk's token count if it is never closed)."""
+        if self._partner is None:
+            self._partner = self._match_braces()
+        return self._partner
+
+    @property
+    def unclosed(self) -> list[int]:
+        """The `{` tokens never closed in the chunk, in increasing order."""
+        _ = self.partner
+        return self._unclosed
+
+    @property
+    def kind_bytes(self) -> bytes:
+        """The token kinds as bytes, for regex searches over them."""
+        if self._kind_bytes is None:
+            self._kind_bytes = bytes(self.kinds)
+        return self._kind_bytes
 
     def _match_braces(self) -> list[int]:
         partner = [-1] * self.count
         stack: list[int] = []
-        for index, kind in enumerate(self.kinds):
-            if kind == OPEN:
+        kinds = self.kinds
+        for match in _BRACES.finditer(self.kind_bytes):  # only the braces, not every token
+            index = match.start()
+            if kinds[index] == OPEN:
                 stack.append(index)
-            elif kind == CLOSE and stack:
-                opener = stack.pop()
-                partner[opener] = index
+            elif stack:
+                partner[stack.pop()] = index
         for opener in stack:  # unbalanced: the group runs to the end of the chunk
             partner[opener] = self.count
-        self.unclosed = stack  # in increasing order
+        self._unclosed = stack
         return partner
 
     def _unclosed_group(self, index: int) -> bool:
@@ -236,30 +541,61 @@ class ChunkParser:
             index += 1
         return index
 
+    def _bracket_close(self, first: int, limit: int) -> int:
+        """The `]` ending an optional argument whose content starts at token `first`, if before `limit` (a brace
+        group on the way is passed over whole); -1 if there is none."""
+        kinds = self.kinds
+        cursor = first
+        for _ in range(_SHORT_WALK):
+            if cursor >= limit:
+                return -1
+            kind = kinds[cursor]
+            if kind == BRACKET_CLOSE:
+                return cursor
+            cursor = self.partner[cursor] + 1 if kind == OPEN else cursor + 1
+        if cursor >= limit:
+            return -1
+        # A long way to go: the same walk, answered for every start at once (else a run of `\\item[` that never
+        # close would walk up to _MAX_OPTIONAL_TOKENS tokens each).
+        if self._next_bracket is None:
+            self._next_bracket = self._bracket_table()
+        found = self._next_bracket[cursor]
+        return found if found < limit else -1
+
+    def _bracket_table(self) -> list[int]:
+        """For each token index, the first `]` the walk of _bracket_close reaches from it (the count if none)."""
+        count = self.count
+        table = [count] * (count + 2)
+        kinds, partner = self.kinds, self.partner
+        for index in range(count - 1, -1, -1):
+            kind = kinds[index]
+            if kind == BRACKET_CLOSE:
+                table[index] = index
+            elif kind == OPEN:
+                table[index] = table[partner[index] + 1]
+            else:
+                table[index] = table[index + 1]
+        return table
+
     def _read_argument(self, index: int, stop: int, kind: str) -> tuple[tuple[int, int] | None, int]:
         """Read one argument of shape `kind` at `index`: its token range and the index after it."""
         if kind == "*":
             is_star = index < stop and self.kinds[index] == TEXT and self._token_text(index) == "*"
             return ((index, index + 1), index + 1) if is_star else (None, index)
-        probe = self._skip_space(index, stop)
+        kinds = self.kinds
+        probe = self._skip_space(index, stop) if index < stop and kinds[index] in _BLANK_KINDS else index
         if probe >= stop:
             return None, index
-        token = self.kinds[probe]
+        token = kinds[probe]
         if kind == "g" and token != OPEN:  # a brace group only if one follows
             return None, index
         if kind == "[":
             if token != BRACKET_OPEN:
                 return None, index
-            cursor = probe + 1
-            limit = min(stop, probe + _MAX_OPTIONAL_TOKENS)
-            while cursor < limit:
-                if self.kinds[cursor] == OPEN:
-                    cursor = self.partner[cursor] + 1
-                    continue
-                if self.kinds[cursor] == BRACKET_CLOSE:
-                    return (probe + 1, cursor), cursor + 1
-                cursor += 1
-            return None, index
+            close = self._bracket_close(probe + 1, min(stop, probe + _MAX_OPTIONAL_TOKENS))
+            if close < 0:
+                return None, index
+            return (probe + 1, close), close + 1
         if token == OPEN:
             close = min(self.partner[probe], stop)
             return (probe + 1, close), min(close + 1, stop)  # an unclosed group ends with the chunk
@@ -286,29 +622,40 @@ class ChunkParser:
         index = min(index, self.count)
         return self.ends[index - 1] if index > 0 else 0
 
+    def _environment_end(self, start: int, name: str) -> int | None:
+        """Offset just past the \\end{name} that closes an environment whose body starts at `start`."""
+        if self._boundaries is None:
+            self._boundaries = _Boundaries(self.text)
+        return self._boundaries.end(start, name)
+
+    def _line_finder(self) -> _LineFinder:
+        if self._lines is None:
+            self._lines = _LineFinder(self.text)
+        return self._lines
+
     # -- paragraphs ---------------------------------------------------------------------------------------------
 
     def _paragraph_kind(self) -> ParagraphKind:
-        for name in reversed(self.environments):
-            if name in m.LIST_ENVIRONMENTS:
-                return ParagraphKind.LIST_ITEM
-            if name in m.QUOTE_ENVIRONMENTS:
-                return ParagraphKind.QUOTE
-        return ParagraphKind.PARAGRAPH
+        return self.top.kind if self.top is not None else ParagraphKind.PARAGRAPH
 
     def _in_abstract(self) -> bool:
-        return "abstract" in self.environments
+        return self.top is not None and self.top.in_abstract
 
     def _in_float(self) -> bool:
-        return any(name in m.FLOAT_ENVIRONMENTS for name in self.environments)
+        return self.top is not None and self.top.in_float
 
     def _flush(self) -> None:
-        text, offsets = self.builder.build()
-        self.builder = TextBuilder()
-        if has_words(text):
-            self.events.append(ParagraphEvent(self._paragraph_kind(), text, offsets, self._in_abstract()))
-        self.events.extend(self.footnotes)
-        self.footnotes = []
+        if self.builder.length:
+            text, offsets = self.builder.build()
+            self.builder = TextBuilder()
+            if has_words(text):
+                kind = self._paragraph_kind()
+                self.events.append(
+                    ParagraphEvent(kind, text, offsets, self._in_abstract(), paragraph_id(text))
+                )
+        if self.footnotes:
+            self.events.extend(self.footnotes)
+            self.footnotes = []
 
     def _side_paragraph(self, kind: ParagraphKind, argument: tuple[int, int] | None) -> None:
         """A caption or footnote: a paragraph of its own, made from one argument."""
@@ -336,7 +683,7 @@ class ChunkParser:
     def _step(self, index: int) -> int:
         """Handle the token at `index` at the chunk's top level; return the next index."""
         if self.skipping is not None:
-            end = find_environment_end(self.text, self.starts[index], self.skipping)
+            end = self._environment_end(self.starts[index], self.skipping)
             if end is None:
                 return self.count
             self.skipping = None
@@ -371,6 +718,8 @@ class ChunkParser:
             return self._end(index)
         if self._in_float():
             return self._float_macro(index, name)
+        if not name[:1].isalpha() and name[:1] != "@":  # \\, \%, \' and the like: inline at once
+            return self._control_symbol(index, self.count, name, self.builder)
         base = name.rstrip("*")
         if base in m.SECTION_LEVELS:
             self._flush()
@@ -411,11 +760,7 @@ class ChunkParser:
             self.events.append(TitleEvent(self._plain(arguments[1])))
             return after
         if base == "abstract":
-            arguments, after = self._read_arguments(index + 1, self.count, "{")
-            self.environments.append("abstract")
-            self._side_paragraph(ParagraphKind.PARAGRAPH, arguments[0])
-            self.environments.pop()
-            return after
+            return self._abstract_macro(index)
         return self._inline(index, self.count, self.builder)
 
     def _after_comment(self, index: int) -> int:
@@ -443,12 +788,17 @@ class ChunkParser:
             self.events.append(TitleEvent(self._plain(arguments[1])))
             return after
         if name == "abstract":
-            arguments, after = self._read_arguments(index + 1, self.count, "{")
-            self.environments.append("abstract")
-            self._side_paragraph(ParagraphKind.PARAGRAPH, arguments[0])
-            self.environments.pop()
-            return after
+            return self._abstract_macro(index)
         return index + 1
+
+    def _abstract_macro(self, index: int) -> int:
+        """\\abstract{...}: its argument is an abstract paragraph."""
+        arguments, after = self._read_arguments(index + 1, self.count, "{")
+        outside = self.top
+        self.top = OpenEnvironment("abstract", outside)
+        self._side_paragraph(ParagraphKind.PARAGRAPH, arguments[0])
+        self.top = outside
+        return after
 
     def _float_macro(self, index: int, name: str) -> int:
         base = name.rstrip("*")
@@ -470,11 +820,11 @@ class ChunkParser:
         math = self._is_math(name)
         if math and not self._in_float():
             return self._placeholder_until(
-                MATH, self.starts[index], find_environment_end(self.text, body_start, name), name
+                MATH, self.starts[index], self._environment_end(body_start, name), name
             )
         if name in m.SKIPPED_ENVIRONMENTS or math:
             self._flush()
-            end = find_environment_end(self.text, body_start, name)
+            end = self._environment_end(body_start, name)
             if end is None:
                 self.skipping = name
                 return self.count
@@ -489,7 +839,7 @@ class ChunkParser:
             if optional is None:
                 break
             after = next_index
-        self.environments.append(name)
+        self.top = OpenEnvironment(name, self.top)
         return after
 
     def _end(self, index: int) -> int:
@@ -499,10 +849,12 @@ class ChunkParser:
         if name == "document":
             self.region = Region.END
             return self.count
-        if name in self.environments:
-            while self.environments:
-                if self.environments.pop() == name:
-                    break
+        node, searched = self.top, 0
+        while node is not None and searched < _MAX_END_SEARCH:
+            if node.name == name:  # closes it and any left open inside it
+                self.top = node.parent
+                break
+            node, searched = node.parent, searched + 1
         return after
 
     def _placeholder_until(
@@ -523,12 +875,44 @@ class ChunkParser:
         self.nesting += 1
         try:
             while index < stop:
+                index = self._prose(index, stop, builder)
+                if index >= stop:
+                    break
                 if self.kinds[index] == COMMENT:
                     index = self._after_comment(index)
                     continue
                 index = self._inline(index, stop, builder)
         finally:
             self.nesting -= 1
+
+    def _prose(self, index: int, stop: int, builder: TextBuilder) -> int:
+        """Take the plain tokens from `index` on (words, brackets, white space, braces) as _inline would, up to
+        the first other token; return its index. The common case, so done in one loop."""
+        kinds, starts, ends, text = self.kinds, self.starts, self.ends, self.text
+        while index < stop:
+            kind = kinds[index]
+            if kind in (TEXT, BRACKET_OPEN, BRACKET_CLOSE):
+                first = index
+                index += 1
+                while index < stop:
+                    kind = kinds[index]
+                    if kind in (TEXT, BRACKET_OPEN, BRACKET_CLOSE):
+                        index += 1
+                    elif kind == SPACE and ends[index] - starts[index] == 1 and text[starts[index]] == " ":
+                        # After a word a lone space would be appended as " " for itself: copy it with the words.
+                        index += 1
+                    else:
+                        break
+                start = starts[first]
+                builder.copy(text[start : ends[index - 1]], start)
+            elif kind == SPACE:
+                builder.space(starts[index], ends[index])
+                index += 1
+            elif kind in (OPEN, CLOSE):
+                index += 1
+            else:
+                break
+        return index
 
     def _inline(self, index: int, stop: int, builder: TextBuilder) -> int:
         kind = self.kinds[index]
@@ -610,7 +994,7 @@ class ChunkParser:
             environment = self._raw(arguments[0]).strip()
             math = self._is_math(environment)
             if math or environment in m.SKIPPED_ENVIRONMENTS:
-                end = find_environment_end(self.text, self._end_offset(after), environment)
+                end = self._environment_end(self._end_offset(after), environment)
                 close = end if end is not None else self.ends[stop - 1]
                 if math:
                     builder.replace(MATH, start, close)
@@ -659,8 +1043,15 @@ class ChunkParser:
     def _control_symbol(self, index: int, stop: int, name: str, builder: TextBuilder) -> int:
         start, end = self.starts[index], self.ends[index]
         if name == "\\":
-            _, after = self._read_arguments(index + 1, stop, "*[")
-            builder.space(start, self._end_offset(after))
+            after = index + 1
+            following = self.kinds[after] if after < stop else 0
+            if (
+                following in _BLANK_KINDS
+                or following == BRACKET_OPEN
+                or (following == TEXT and self._token_text(after) == "*")
+            ):
+                _, after = self._read_arguments(after, stop, "*[")  # \\*, \\[2pt]: else nothing to read
+            builder.space(start, self.ends[after - 1])
             return after
         if name in ("(", "["):
             closer = "\\)" if name == "(" else "\\]"
@@ -700,9 +1091,13 @@ class ChunkParser:
             return index + 1
         delimiter = self.text[position]
         closer = "}" if delimiter == "{" else delimiter
-        close = self.text.find(closer, position + 1)
-        line_end = self.text.find("\n", position + 1)
-        if close < 0 or (line_end >= 0 and close > line_end):
+        lines = self._line_finder()
+        if closer == "\n":  # the line's own end closes it
+            close = lines.line_end(position + 1)
+            close = close if close < len(self.text) else -1
+        else:
+            close = lines.find(closer, position + 1)  # on the same line, or it is not inline code
+        if close < 0:
             return index + 1
         return self._inline_placeholder(builder, CODE, start, close + 1, stop)
 
@@ -722,12 +1117,9 @@ class ChunkParser:
         if cursor >= stop:
             return stop
         cursor += 1  # the name: a control sequence or an active character
-        probe = cursor
-        limit = min(stop, cursor + _MAX_PARAMETER_TOKENS)
-        while probe < limit and self.kinds[probe] not in (OPEN, CLOSE):
-            probe += 1
-        if probe < limit and self.kinds[probe] == OPEN:
-            return min(self.partner[probe], stop - 1) + 1
+        brace = _BRACES.search(self.kind_bytes, cursor, min(stop, cursor + _MAX_PARAMETER_TOKENS))
+        if brace is not None and self.kinds[brace.start()] == OPEN:
+            return min(self.partner[brace.start()], stop - 1) + 1
         return cursor  # no body: only the name goes
 
     def _skip_let(self, index: int, stop: int, names: int) -> int:
@@ -759,8 +1151,15 @@ class ChunkParser:
         if self.depth >= _MAX_EXPANSION_DEPTH:
             return after
         body = user.body
+        # A value replaces each two-character #k, so the expansion is at least this long: with less budget left
+        # the macro is refused before its substitution is built.
+        if self.budget[0] < len(body) - 2 * body.count("#"):
+            return after
         for number, value in enumerate(values, start=1):
-            body = body.replace(f"#{number}", value)
+            marker = f"#{number}"
+            if len(body) + body.count(marker) * (len(value) - len(marker)) > _MAX_SUBSTITUTION_LENGTH:
+                return after
+            body = body.replace(marker, value)
         if len(body) > _MAX_EXPANSION_LENGTH or self.budget[0] < len(body):
             return after
         self.budget[0] -= max(1, len(body))

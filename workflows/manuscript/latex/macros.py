@@ -564,17 +564,29 @@ class UserMacro:
     body: str
 
 
+# Characters of macro bodies that parsing may expand. A chunk may expand up to CHUNK_EXPANSION_BUDGET (self-similar
+# macros grow without end otherwise), drawn from a pool per macro table that every chunk parsed adds a quarter of
+# its length to, up to EXPANSION_POOL. A real manuscript never runs the pool dry; thousands of tiny chunks that
+# each expand a long macro do, and then expansion costs a fraction of what the text that asks for it costs (else a
+# 10-byte chunk could ask for 20,000 characters of work, and a megabyte of such chunks for an hour).
+CHUNK_EXPANSION_BUDGET = 20_000
+EXPANSION_POOL = 200_000
+EXPANSION_EARNED_PER_CHARACTER = 0.25
+
+
 class MacroTable:
     """The user macros of a manuscript, and the user environments that typeset math (their \\newenvironment
-    opens a math environment); hashable by content so it can be part of a cache key."""
+    opens a math environment); hashable by content so it can be part of a cache key. It also keeps the pool of
+    expansion budget its chunks draw on, which is not part of its value."""
 
-    __slots__ = ("_hash", "_macros", "math_environments")
+    __slots__ = ("_hash", "_macros", "_pool", "math_environments")
 
     def __init__(
         self, macros: dict[str, UserMacro] | None = None, math_environments: frozenset[str] = frozenset()
     ) -> None:
         self._macros = dict(macros or {})
         self.math_environments = math_environments
+        self._pool = EXPANSION_POOL
         self._hash = hash(
             (
                 tuple(sorted((m.name, m.parameters, m.default, m.body) for m in self._macros.values())),
@@ -584,6 +596,15 @@ class MacroTable:
 
     def get(self, name: str) -> UserMacro | None:
         return self._macros.get(name)
+
+    def expansion_allowance(self, text_length: int) -> int:
+        """The characters of macro bodies that a chunk of `text_length` characters, about to be parsed, may
+        expand; report what it used with spend_expansion."""
+        self._pool = min(EXPANSION_POOL, self._pool + int(text_length * EXPANSION_EARNED_PER_CHARACTER))
+        return max(0, min(CHUNK_EXPANSION_BUDGET, self._pool))
+
+    def spend_expansion(self, characters: int) -> None:
+        self._pool -= characters
 
     def __len__(self) -> int:
         return len(self._macros)
@@ -610,29 +631,50 @@ _DEFINITION = re.compile(
 _MAX_MACRO_BODY = 2000
 
 
-def _read_group(text: str, start: int) -> tuple[str, int] | None:
-    """The content of the brace group opening at text[start] (after white space), and the index after it."""
-    index = start
-    while index < len(text) and text[index] in " \t\n":
-        index += 1
-    if index >= len(text) or text[index] != "{":
-        return None
-    depth = 0
-    limit = min(len(text), index + _MAX_MACRO_BODY)
-    position = index
-    while position < limit:
-        char = text[position]
-        if char == "\\":
-            position += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[index + 1 : position], position + 1
-        position += 1
-    return None
+_BLANKS = re.compile(r"[ \t\n]*")
+_BRACE_OR_ESCAPE = re.compile(r"\\[\\{}]|[{}]")  # a backslash escapes the character after it
+
+
+class _BraceGroups:
+    """Reads the brace groups of definitions' bodies, for reads in increasing order. One pass over the braces
+    of the text pairs them, going only as far as the reads need (the preamble, as a rule): scanning afresh up to
+    _MAX_MACRO_BODY characters for every one of many definitions that never close made a file of them slow."""
+
+    __slots__ = ("_braces", "_closes", "_opened", "_scanned", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._braces = _BRACE_OR_ESCAPE.finditer(text)
+        self._opened: list[int] = []
+        self._closes: dict[int, int] = {}
+        self._scanned = 0  # braces before this offset are paired
+
+    def read(self, start: int) -> tuple[str, int] | None:
+        """The content of the brace group opening at text[start] (after white space), and the index after it;
+        None if there is none or it does not close within _MAX_MACRO_BODY characters."""
+        text = self.text
+        blanks = _BLANKS.match(text, start)
+        index = blanks.end() if blanks is not None else start
+        if index >= len(text) or text[index] != "{":
+            return None
+        self._pair_until(index + _MAX_MACRO_BODY)
+        close = self._closes.get(index)
+        if close is None or close >= index + _MAX_MACRO_BODY:
+            return None
+        return text[index + 1 : close], close + 1
+
+    def _pair_until(self, limit: int) -> None:
+        while self._scanned < limit:
+            match = next(self._braces, None)
+            if match is None:
+                self._scanned = len(self.text)
+                return
+            self._scanned = match.end()
+            brace = match.group()
+            if brace == "{":
+                self._opened.append(match.start())
+            elif brace == "}" and self._opened:
+                self._closes[self._opened.pop()] = match.start()
 
 
 def _read_bracket(text: str, start: int) -> tuple[str, int] | None:
@@ -647,41 +689,80 @@ def _read_bracket(text: str, start: int) -> tuple[str, int] | None:
     return text[index + 1 : end], end + 1
 
 
+class CommentFinder:
+    """Whether offsets of one text are inside comments (after a % on their line that is not \\%).
+
+    Each line is examined once, as long as the offsets asked about move forward: working each answer out afresh
+    scans back to the start of the line, so many matches on one long line made a quadratic loop.
+    """
+
+    __slots__ = ("_line", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._line = (0, -1, -1)  # the current line's start, end and first comment (-1: none)
+
+    def is_commented(self, offset: int) -> bool:
+        start, end, percent = self._line  # one tuple, so a finder used from two threads stays consistent
+        if not start <= offset <= end:
+            text = self.text
+            start = text.rfind("\n", end if 0 <= end < offset else 0, offset) + 1
+            end = text.find("\n", offset)
+            if end < 0:
+                end = len(text)
+            percent = text.find("%", start, end)
+            while percent > 0 and text[percent - 1] == "\\":
+                percent = text.find("%", percent + 1, end)
+            self._line = (start, end, percent)
+        return 0 <= percent < offset
+
+
+_recent_finders: list[CommentFinder] = []  # the last text asked about, as callers loop over its matches
+
+
 def is_commented(text: str, offset: int) -> bool:
     """Whether the character at offset is inside a comment (a % earlier on its line that is not \\%)."""
-    line_start = text.rfind("\n", 0, offset) + 1
-    percent = text.find("%", line_start, offset)
-    while percent >= 0:
-        if percent == 0 or text[percent - 1] != "\\":
-            return True
-        percent = text.find("%", percent + 1, offset)
-    return False
+    finder = _recent_finders[-1] if _recent_finders else None
+    if finder is None or finder.text is not text:
+        finder = CommentFinder(text)
+        _recent_finders[:] = [finder]
+    return finder.is_commented(offset)
 
 
 _ENVIRONMENT_DEFINITION = re.compile(r"\\(?:re)?newenvironment\*?\s*\{\s*([A-Za-z@*]+)\s*\}")
 
 
+def _math_opener() -> re.Pattern[str]:
+    """\\begin{name} or \\name for a math environment, each name matched whole (\\align, not \\aligned or
+    \\align* when only align is one). One search in C: nested definitions give bodies that overlap, and a loop
+    over every macro of every body made a file of them slow."""
+    names = sorted(MATH_ENVIRONMENTS, key=len, reverse=True)
+    whole = "|".join(re.escape(name) + ("" if name.endswith("*") else r"(?![A-Za-z*])") for name in names)
+    exact = "|".join(re.escape(name) for name in names)
+    return re.compile(r"\\(?:begin\s*\{\s*(?:" + exact + r")\s*\}|(?:" + whole + "))")
+
+
+_MATH_OPENER = _math_opener()
+
+
 def _opens_math(code: str) -> bool:
     """Whether an environment's begin code opens a math environment (\\begin{align}, \\align, \\[, $$)."""
-    if "\\[" in code or "$$" in code:
-        return True
-    for match in re.finditer(r"\\(?:begin\s*\{\s*([A-Za-z*]+)\s*\}|([A-Za-z]+\*?))", code):
-        if (match.group(1) or match.group(2)) in MATH_ENVIRONMENTS:
-            return True
-    return False
+    return "\\[" in code or "$$" in code or _MATH_OPENER.search(code) is not None
 
 
 def _math_environments(text: str) -> frozenset[str]:
     names = set()
+    comments = CommentFinder(text)
+    groups = _BraceGroups(text)
     for match in _ENVIRONMENT_DEFINITION.finditer(text):
-        if is_commented(text, match.start()):
+        if comments.is_commented(match.start()):
             continue
         position = match.end()
         for _ in range(2):  # [number of arguments] and [default]
             bracket = _read_bracket(text, position)
             if bracket is not None:
                 position = bracket[1]
-        group = _read_group(text, position)
+        group = groups.read(position)
         if group is not None and _opens_math(group[0]):
             names.add(match.group(1))
     return frozenset(names)
@@ -690,8 +771,10 @@ def _math_environments(text: str) -> frozenset[str]:
 def collect_user_macros(text: str) -> MacroTable:
     """Find the simple macro definitions in a file (\\newcommand and friends, \\def and \\gdef without delimiters)."""
     macros: dict[str, UserMacro] = {}
+    comments = CommentFinder(text)
+    groups = _BraceGroups(text)
     for match in _DEFINITION.finditer(text):
-        if is_commented(text, match.start()):
+        if comments.is_commented(match.start()):
             continue
         name = match.group(1) or match.group(2) or match.group(3)
         position = match.end()
@@ -710,7 +793,7 @@ def collect_user_macros(text: str) -> MacroTable:
                 optional = _read_bracket(text, position)
                 if optional is not None:
                     default, position = optional
-        group = _read_group(text, position)
+        group = groups.read(position)
         if group is None or not name:
             continue
         macros[name] = UserMacro(name, min(parameters, 9), default, group[0])

@@ -29,9 +29,11 @@ _DOCUMENTCLASS = re.compile(r"^[ \t]*\\documentclass", re.M)
 _MAGIC_ROOT = re.compile(r"^[ \t]*%[ \t]*!TEX[ \t]+root[ \t]*=[ \t]*(\S.*?)[ \t]*$", re.M | re.I)
 _SUBFILES_ROOT = re.compile(r"\\documentclass[ \t]*\[([^\]]+)\][ \t]*\{subfiles\}")
 # A quick look for included files, before parsing, so their macro definitions are known. Commented-out
-# includes are filtered afterwards: a per-line "no % before" pattern would be far slower.
+# includes are filtered afterwards: a per-line "no % before" pattern would be far slower. A name stops at a
+# backslash (no file name has one, _resolve refuses it): else every \input{ of a line with no } rescans the line.
 _INCLUDE_HINT = re.compile(
-    r"\\(?:input|include|subfile)[ \t]*\{([^}\n]+)\}|\\(?:sub)?import\*?[ \t]*\{([^}\n]*)\}[ \t]*\{([^}\n]+)\}"
+    r"\\(?:input|include|subfile)[ \t]*\{([^}\n\\]+)\}"
+    r"|\\(?:sub)?import\*?[ \t]*\{([^}\n\\]*)\}[ \t]*\{([^}\n\\]+)\}"
 )
 _MAX_INCLUDE_DEPTH = 16
 _CHUNK_CACHE_ENTRIES = 50_000
@@ -79,6 +81,13 @@ def split_chunks(text: str) -> list[tuple[int, str]]:
     return chunks
 
 
+def root_declaration(source: SourceFile) -> tuple[int, int]:
+    """Where a sub-file names its root (the magic comment or the subfiles class), for messages about it."""
+    head = source.text[:4000]
+    match = _MAGIC_ROOT.search(head) or _SUBFILES_ROOT.search(head)
+    return match.span() if match else (0, 0)
+
+
 def find_root(source: SourceFile, provider: SourceProvider) -> Path | None:
     """The root file a sub-file names (`% !TEX root = ...` or the subfiles class), if it exists."""
     path = source.path
@@ -93,6 +102,8 @@ def find_root(source: SourceFile, provider: SourceProvider) -> Path | None:
     if not candidate:
         return None
     root = (path.parent / candidate).resolve()
+    if not root.name:  # "/" or a path that resolves to it: not a file
+        return None
     for option in (root, root.with_name(root.name + ".tex")):
         if option != path.resolve() and provider.exists(option):
             return option
@@ -107,8 +118,13 @@ class LatexProject:
         self.cache = cache or ChunkCache()
         self._macro_cache: dict[str, tuple[str, MacroTable]] = {}
         self._manuscript_tables: dict[str, MacroTable] = {}
+        # Per parse: where each include spelling led, and the files read so far (each is read once, so that
+        # thousands of \input of one file cost no more than the \input commands themselves).
+        self._resolved: dict[tuple[str, str, str, str | None, bool], Path | None] = {}
+        self._expanded: set[str] = set()
 
     def parse(self, root: SourceFile) -> Manuscript:
+        self._resolved, self._expanded = {}, set()
         assembler = ManuscriptAssembler(root.uri)
         macros = self._manuscript_macros(root)
         self._parse_file(root, root, macros, assembler, depth=0, active=set())
@@ -168,6 +184,20 @@ class LatexProject:
         directory: str | None,
         relative_to_current: bool = False,
     ) -> Path | None:
+        """_locate, worked out once per parse for each spelling (its file-system checks are slow)."""
+        key = (root.uri, current.uri, target, directory, relative_to_current)
+        if key not in self._resolved:
+            self._resolved[key] = self._locate(root, current, target, directory, relative_to_current)
+        return self._resolved[key]
+
+    def _locate(
+        self,
+        root: SourceFile,
+        current: SourceFile,
+        target: str,
+        directory: str | None,
+        relative_to_current: bool = False,
+    ) -> Path | None:
         """Where an included file is. \\input and \\include resolve against the root's folder (then, leniently,
         the including file's), \\import{dir}{file} against the root's, \\subimport{dir}{file} against the
         including file's."""
@@ -183,6 +213,8 @@ class LatexProject:
         relative = PurePosixPath(target)
         for folder in folders:
             candidate = Path(os.path.normpath(folder / relative))  # one spelling per file: no "a/../b"
+            if not candidate.name:  # \\input{/} or "../.." up to the root: a folder, never a file
+                continue
             for option in (candidate, candidate.with_name(candidate.name + ".tex")):
                 if option.suffix and self.provider.exists(option):
                     return option
@@ -199,6 +231,7 @@ class LatexProject:
     ) -> None:
         assembler.add_file(source)
         active.add(source.uri)
+        self._expanded.add(source.uri)
         region = Region.PREAMBLE if _DOCUMENTCLASS.search(source.text) else Region.BODY
         state = ScanState(region=region)
         for offset, text in split_chunks(source.text):
@@ -268,6 +301,10 @@ class LatexProject:
             return
         if included.uri in active:
             assembler.problem(source, start, end, f"{event.target} includes itself; not followed again")
+            return
+        if included.uri in self._expanded:
+            message = f"{event.target} is included earlier as well; margin reads each file once"
+            assembler.problem(source, start, end, message, Severity.INFORMATION)
             return
         if warning:
             assembler.problem(source, start, end, warning)

@@ -8,13 +8,25 @@ is the same either way.
 
 from __future__ import annotations
 
+import bisect
+import functools
+import importlib
 import re
+import string
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import mdTrim
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_block.table import escapedSplit, getLine
+from markdown_it.rules_block.table import table as table_rule
+from markdown_it.rules_inline import StateInline
+from markdown_it.rules_inline import image as image_rule
+from markdown_it.rules_inline import link as link_rule
 from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
@@ -23,7 +35,7 @@ from ..model import Manuscript, ParagraphKind, has_words, paragraph_id
 from ..offsets import OffsetMap, TextBuilder
 from ..source import SourceFile
 from .inline import InlineAligner
-from .rawtex import MATH_ENVIRONMENTS, block_environment_at, environment_ends, raw_tex_plugin
+from .rawtex import MATH_ENVIRONMENTS, block_environment_at, environment_ends, escape_run, raw_tex_plugin
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _FRONT_TITLE = re.compile(r"^title:[ \t]*(?P<quote>['\"]?)(?P<title>.+?)(?P=quote)[ \t]*$", re.M)
@@ -61,14 +73,239 @@ class _Paragraph:
 _Event = _Heading | _Paragraph
 
 
-def _make_parser() -> MarkdownIt:
-    return (
+def _make_parser(fast_paths: bool = True) -> MarkdownIt:
+    """The parser; without the fast paths only to check that they change no token (tables aside)."""
+    parser = (
         MarkdownIt("commonmark", {"html": True})
         .enable("table")
         .enable("strikethrough")
         .use(dollarmath_plugin, double_inline=True)  # pandoc: $$...$$ inside a paragraph is display math
         .use(raw_tex_plugin)
     )
+    return parser.use(_fast_paths_plugin) if fast_paths else parser
+
+
+# -- fast paths through markdown-it's rules ---------------------------------------------------------------------
+# markdown-it tries every inline rule at each character where its text rule stops, and pushes a token per
+# emphasis marker or escape: a line of punctuation costs microseconds a character, and a run of "[" far more (each
+# one looks ahead for its label's end). These rules give the same tokens, once markdown-it has joined adjacent
+# text, in the cases that need no parsing; tables, which are not prose, are only measured.
+
+# Where one of our inline rules may match: a line break, an escape or raw TeX, code, emphasis, strikethrough
+# ("~~"), a link, an image ("!["), math, an entity ("&#", "&name;"), an autolink or HTML tag ("<" not before "<"
+# or a space).
+# markdown-it's own list also stops at {}#%+-:=@^> for other plugins.
+_STOPS = r"\n\\`*_"
+_ALWAYS_STOP = frozenset("\n\\`*_")
+_MAY_START = {
+    "~": r"~~",
+    "[": r"\[",
+    "!": r"!(?=\[)",
+    "$": r"\$",
+    "&": r"&(?=[#A-Za-z])",
+    "<": r"<(?![<\s])",
+}
+# A look-ahead for the end of a link label (markdown-it's skipToken, silent) must see every "]".
+_TEXT_STOP_SILENT = re.compile("|".join([rf"[{_STOPS}\]]", *_MAY_START.values()]))
+_TEXT_STOP = re.compile("|".join([rf"[{_STOPS}]", *_MAY_START.values()]))
+# markdown-it's cap on the empty cells it fills in per table (newer versions only), which ends a table early.
+_MAX_FILLED_CELLS: int | None = getattr(
+    importlib.import_module("markdown_it.rules_block.table"), "MAX_AUTOCOMPLETED_CELLS", None
+)
+_LOOKUPS_KEY = "margin_inline_lookups"
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
+
+
+@functools.cache
+def _text_stop(dead: frozenset[str]) -> re.Pattern[str]:
+    """Where text stops, leaving out the characters in `dead` (that can start nothing from here on)."""
+    live = [pattern for char, pattern in _MAY_START.items() if char not in dead]
+    return re.compile("|".join([rf"[{_STOPS}]", *live]))
+
+
+class _Lookups:
+    """Bounds in one inline source past which a link, math, an entity or a tag can no longer start."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        # Math needs a "$" after its opening run; an entity a ";"; an autolink or tag a ">".
+        last_dollar = text.rfind("$")
+        run = last_dollar
+        while run > 0 and text[run - 1] == "$":
+            run -= 1
+        self.last_dollar_run = run if last_dollar >= 0 else 0
+        self.last_semicolon = text.rfind(";") + 1
+        self.last_angle = text.rfind(">") + 1
+        self._link_ends: dict[tuple[int, bool], int] = {}
+        self._dead: _DeadFrom | None = None
+        self._dead_for: tuple[int, bool] | None = None
+
+    def link_end(self, limit: int, references: bool) -> int:
+        """No link or image label can open at or after this position (before `limit`). A label needs a "]"
+        after it; without reference definitions, a "](" and then a ")". Searched backwards from `limit`, once
+        per limit (the paragraph's end, or a link's label)."""
+        key = (limit, references)
+        end = self._link_ends.get(key)
+        if end is None:
+            if references:
+                end = max(0, self.text.rfind("]", 0, limit))
+            else:
+                close = self.text.rfind(")", 0, limit)
+                end = max(0, self.text.rfind("](", 0, close)) if close > 0 else 0
+            self._link_ends[key] = end
+        return end
+
+    def dead(self, limit: int, references: bool) -> _DeadFrom:
+        if self._dead is None or self._dead_for != (limit, references):
+            link_end = self.link_end(limit, references)
+            self._dead = _DeadFrom(
+                {
+                    "[": link_end,
+                    "!": link_end,
+                    "$": self.last_dollar_run,
+                    "&": self.last_semicolon,
+                    "<": self.last_angle,
+                }
+            )
+            self._dead_for = (limit, references)
+        return self._dead
+
+
+class _DeadFrom:
+    """Which characters of _MAY_START can start nothing at a position: each from its own bound on."""
+
+    def __init__(self, bounds: dict[str, int]) -> None:
+        ordered = sorted(bounds.items(), key=lambda item: item[1])
+        self._bounds = [bound for _, bound in ordered]
+        self._sets = [frozenset(char for char, _ in ordered[:count]) for count in range(len(ordered) + 1)]
+
+    def at(self, position: int) -> frozenset[str]:
+        return self._sets[bisect.bisect_right(self._bounds, position)]
+
+
+def _lookups(state: StateInline) -> _Lookups:
+    cached = state.env.get(_LOOKUPS_KEY)
+    if cached is None or cached.text is not state.src:
+        cached = state.env[_LOOKUPS_KEY] = _Lookups(state.src)
+    return cached
+
+
+def _append_pending(state: StateInline, text: str) -> None:
+    append = getattr(state, "append_pending", None)  # markdown-it-py 4 buffers pending text; 3 has a string
+    if append is not None:
+        append(text)
+    else:
+        state.pending += text
+
+
+def _text(state: StateInline, silent: bool) -> bool:
+    """markdown-it's text rule, stopping only where a rule of ours may match."""
+    src, start, limit = state.src, state.pos, state.posMax
+    if src[start] in _ALWAYS_STOP:
+        return False
+    stop = (_TEXT_STOP_SILENT if silent else _TEXT_STOP).search(src, start, limit)
+    end = stop.start() if stop is not None else limit
+    if not silent and end < limit and src[end] in _MAY_START:
+        # Past its bound a character is text: search on without it. Each search leaves out more characters.
+        dead_from = _lookups(state).dead(limit, bool(state.env.get("references")))
+        while end < limit and src[end] in _MAY_START:
+            dead = dead_from.at(end)
+            if src[end] not in dead:
+                break
+            stop = _text_stop(dead).search(src, end, limit)
+            end = stop.start() if stop is not None else limit
+    if end == start:
+        return False
+    if not silent:
+        _append_pending(state, src[start:end])
+    state.pos = end
+    return True
+
+
+def _table(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
+    """markdown-it's table rule, but a table is one table_open/table_close pair, not tokens and an inline parse
+    per cell: it is not prose here, and a header of many columns over short rows has markdown-it fill in up to
+    65,536 empty cells per table (some 370 s per MB of such tables)."""
+    if not table_rule(state, start_line, end_line, True):  # the header and delimiter rows, checked
+        return False
+    if silent:
+        return True
+    columns = _cell_count(mdTrim(getLine(state, start_line)))
+    parent, state.parentType = state.parentType, "table"
+    terminators = state.md.block.ruler.getRules("blockquote")
+    filled = 0
+    line = start_line + 2
+    # markdown-it's rows: up to a less indented, terminating, blank or code line, or too many filled cells.
+    while line < end_line and state.sCount[line] >= state.blkIndent:
+        if any(rule(state, line, end_line, True) for rule in terminators):
+            break
+        text = mdTrim(getLine(state, line))
+        if not text or state.is_code_block(line):
+            break
+        filled += columns - _cell_count(text)
+        if _MAX_FILLED_CELLS is not None and filled > _MAX_FILLED_CELLS:
+            break
+        line += 1
+    token = state.push("table_open", "table", 1)
+    token.map = [start_line, line]
+    state.push("table_close", "table", -1)
+    state.parentType = parent
+    state.line = line
+    return True
+
+
+def _cell_count(row: str) -> int:
+    cells = escapedSplit(row)
+    return len(cells) - (len(cells) > 0 and cells[0] == "") - (len(cells) > 1 and cells[-1] == "")
+
+
+def _inert_delimiters(state: StateInline, silent: bool) -> bool:
+    """A run of "*", "_" or "~" that can neither open nor close (white space on both sides, or "_" inside a
+    word), as text: emphasis and strikethrough would push a token and a delimiter per marker, never used."""
+    src, start = state.src, state.pos
+    marker = src[start]
+    if marker not in "*_~":
+        return False
+    before = src[start - 1] if start > 0 else " "
+    if before in _ASCII_PUNCTUATION or (marker != "_" and not before.isspace()):
+        return False  # a quick no: such a run can open or close
+    scanned = state.scanDelims(start, marker != "_")
+    if scanned.can_open or scanned.can_close:
+        return False
+    if not silent:
+        _append_pending(state, src[start : start + scanned.length])
+    state.pos = start + scanned.length
+    return True
+
+
+def _link_possible(state: StateInline, label: int) -> bool:
+    """Whether the "[" at `label` may open a link's label. Without reference definitions only an inline link
+    can follow, so a "](" and then a ")" must; with them, at least a "]"."""
+    return label < _lookups(state).link_end(state.posMax, bool(state.env.get("references")))
+
+
+def _guarded(rule: Callable[[StateInline, bool], bool], offset: int) -> Callable[[StateInline, bool], bool]:
+    """`rule` (link, or image at offset 1), skipped at once where no link can follow: each "[" of a run would
+    otherwise look ahead through the rest of the line, token by token."""
+
+    def guarded(state: StateInline, silent: bool) -> bool:
+        label = state.pos + offset
+        if label < state.posMax and state.src[label] == "[" and not _link_possible(state, label):
+            return False
+        return rule(state, silent)
+
+    return guarded
+
+
+def _fast_paths_plugin(md: MarkdownIt) -> None:
+    # Ruler.at drops the rules a rule may interrupt unless given again: a table still ends a paragraph.
+    table_alt = [alt for rule in md.block.ruler.__rules__ if rule.name == "table" for alt in rule.alt]
+    md.block.ruler.at("table", _table, {"alt": table_alt})
+    md.inline.ruler.at("text", _text)
+    md.inline.ruler.before("escape", "escape_run", escape_run)
+    md.inline.ruler.before("strikethrough", "inert_delimiters", _inert_delimiters)
+    md.inline.ruler.at("link", _guarded(link_rule, 0))
+    md.inline.ruler.at("image", _guarded(image_rule, 1))
 
 
 def split_chunks(text: str, start: int) -> list[tuple[int, str]]:

@@ -12,6 +12,7 @@ pass per source string (cached), and every other look-ahead is anchored and boun
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from typing import Any
 
@@ -70,6 +71,8 @@ _ENVIRONMENT = re.compile(r"[ \t]*\{([A-Za-z*]{1,40})\}")
 _BOUNDARY = re.compile(r"\\(begin|end)[ \t]*\{([A-Za-z*]{1,40})\}")
 _BRACE = re.compile(r"\\.|[{}]", re.S)
 _PROSE_LIKE = re.compile(r"[\w \t.,;:'\"!?&/-]*")  # \[sic\], \[1\]: escaped brackets, not display math
+# What markdown-it's escape rule turns "\\x" into x for (any other x keeps its backslash).
+_ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _MAX_OPTIONAL = 200
 _MAX_PROSE_CHECK = 200
 
@@ -164,6 +167,7 @@ def _arguments(scan: _Scan, position: int, limit: int, spec: str) -> int | None:
     return position
 
 
+@functools.lru_cache(maxsize=1024)  # a name repeated all over a line is looked up once
 def _known_to_latex(name: str) -> str | None:
     """The argument shape of a command the LaTeX parser turns into text, or None (then it stays text)."""
     from ..latex import macros  # imported only for Markdown that has raw TeX in it
@@ -238,6 +242,40 @@ def _raw_tex_inline(state: StateInline, silent: bool) -> bool:
         token = state.push("raw_tex", "", 0)
         token.content = state.src[start:end]
         token.meta = {"kind": kind}
+    state.pos = end
+    return True
+
+
+def escape_run(state: StateInline, silent: bool) -> bool:
+    """Backslash escapes that are not raw TeX, in a row, as text: markdown-it's escape rule pushes a token for
+    each (joined with the text around it afterwards), slow for a long run. Hard breaks stay with that rule."""
+    src, start, limit = state.src, state.pos, state.posMax
+    pieces: list[str] = []
+    scan: _Scan | None = None
+    end = start
+    while end + 1 < limit and src[end] == "\\":
+        follower = src[end + 1]
+        if follower in "\n ~" or "\ud800" <= follower <= "\udbff":
+            # Left to the escape rule: a hard break; "\\ ", whose space would join the pending text the newline
+            # rule reads for a hard break; "\\~", which as plain text before "~~" strikethrough's post-processing
+            # takes for a marker of its own; half of a surrogate pair (the escape rule takes both halves).
+            break
+        if end > start and (follower in "([" or ("A" <= follower <= "Z" or "a" <= follower <= "z")):
+            # Raw TeX is for _raw_tex_inline, which comes first and so has already declined at `start`.
+            scan = scan or _scan(state.env, "raw_tex_inline", src)
+            if _command(scan, end, limit) is not None:
+                break
+        pieces.append(follower if follower in _ESCAPABLE else "\\" + follower)
+        end += 2
+    if not pieces:
+        return False
+    if not silent:
+        text = "".join(pieces)
+        append = getattr(state, "append_pending", None)  # markdown-it-py 4 buffers pending text
+        if append is not None:
+            append(text)
+        else:
+            state.pending += text
     state.pos = end
     return True
 
