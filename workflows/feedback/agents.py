@@ -1,7 +1,8 @@
 """SWIF2T's agents as calls: planner, controller, investigator, reviewer, and an optional plan judge.
 
 Messages put stable text first (the role's instructions, the schema, the examples), then the paragraph, then
-what varies per call, so that vLLM's prefix cache serves the common part.
+what varies per call, so that vLLM's prefix cache serves the common part. Text that is not ours (the paragraph,
+passages, other agents' answers) is fenced, and every role's instructions say that fenced text is data.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import Priority, Request
-from margin.workflows.prompts import prompt, render
+from margin.workflows.prompts import fence, prompt, role_prompt
 
 from .plans import LITERATURE, PAPER, PLAN_SCHEMA, REVIEW, SKIP, Plan, Step
 from .quotes import quote_spans
@@ -34,6 +35,8 @@ def review_schema(spans: list[str] | None = None, max_findings: int = MAX_FINDIN
     if spans is not None:
         quote = {"type": "string", "enum": spans} if spans else quote
         label = {"type": "string", "enum": [member.value for member in WeaknessType]}
+    # No maxLength on the free text: llama.cpp turns one into a grammar repetition it refuses (and then crashes);
+    # answers are bounded when read instead (the byte limit, and the lengths in feedback.types).
     finding = {
         "type": "object",
         "properties": {
@@ -78,11 +81,21 @@ _UNKNOWN = ("i don't know", "i do not know", "unknown", "not answerable", "canno
 
 
 def _system(name: str, **values: str) -> dict[str, str]:
-    return {"role": "system", "content": render(name, **values) if values else prompt(name)}
+    return {"role": "system", "content": role_prompt(name, **values)}
 
 
 def _user(content: str) -> dict[str, str]:
     return {"role": "user", "content": content}
+
+
+def _paragraph(paragraph: str) -> str:
+    return f"Paragraph:\n{fence(paragraph)}"
+
+
+def _one_line(text: str) -> str:
+    """A model's question on one line, where the prompt's shape needs it there (numbered steps, the last line):
+    with no line break it cannot start a heading or a section of its own."""
+    return " ".join(text.split())
 
 
 async def plan(llm: LLMClient, paragraph: str, candidate: int, candidates: int, priority: Priority) -> Plan:
@@ -92,7 +105,7 @@ async def plan(llm: LLMClient, paragraph: str, candidate: int, candidates: int, 
             role="planner",
             messages=(
                 _system("planner"),
-                _user(f"Paragraph:\n{paragraph}\n\nWrite candidate plan {candidate} of {candidates}."),
+                _user(f"{_paragraph(paragraph)}\n\nWrite candidate plan {candidate} of {candidates}."),
             ),
             schema=PLAN_SCHEMA,
             schema_name="plan",
@@ -106,7 +119,8 @@ async def plan(llm: LLMClient, paragraph: str, candidate: int, candidates: int, 
 async def judge(llm: LLMClient, paragraph: str, plans: list[Plan], priority: Priority) -> list[float]:
     """Ratings from 0 to 1 for each plan, by the judge model (an optional complement to the heuristics)."""
     listing = "\n\n".join(
-        f"Plan {number}:\n" + "\n".join(f"{i}. [{s.action}] {s.question}" for i, s in enumerate(p.steps, 1))
+        f"Plan {number}:\n"
+        + "\n".join(f"{i}. [{s.action}] {_one_line(s.question)}" for i, s in enumerate(p.steps, 1))
         for number, p in enumerate(plans, 1)
     )
     completion = await llm.complete(
@@ -114,7 +128,7 @@ async def judge(llm: LLMClient, paragraph: str, plans: list[Plan], priority: Pri
             role="judge",
             messages=(
                 _system("judge"),
-                _user(f"Paragraph:\n{paragraph}\n\n{listing}\n\nRate each plan in order."),
+                _user(f"{_paragraph(paragraph)}\n\nThe plans:\n{fence(listing)}\n\nRate each plan in order."),
             ),
             schema=JUDGE_SCHEMA,
             schema_name="ratings",
@@ -136,8 +150,10 @@ async def control(
     llm: LLMClient, paragraph: str, evidence: list[Evidence], remaining: list[Step], priority: Priority
 ) -> Decision:
     progress = "\n".join(f"- Q: {item.question}\n  A: {item.answer}" for item in evidence) or "(nothing yet)"
+    # One line per step: its question cannot open a section of the prompt. (The steps stay unfenced: step 1 is
+    # what the message asks about, right under its heading.)
     steps = "\n".join(
-        f"{number}. [{step.action}] {step.question}" for number, step in enumerate(remaining, 1)
+        f"{number}. [{step.action}] {_one_line(step.question)}" for number, step in enumerate(remaining, 1)
     )
     completion = await llm.complete(
         Request(
@@ -145,7 +161,7 @@ async def control(
             messages=(
                 _system("controller"),
                 _user(
-                    f"Paragraph:\n{paragraph}\n\nWhat has been learned so far:\n{progress}\n\n"
+                    f"{_paragraph(paragraph)}\n\nWhat has been learned so far:\n{fence(progress)}\n\n"
                     f"Remaining planned steps:\n{steps}\n\nDecide what to do about step 1 of the remaining steps."
                 ),
             ),
@@ -172,7 +188,7 @@ async def investigate(
             role="investigator",
             messages=(
                 _system("investigator", source=where),
-                _user(f"Passages:\n{numbered_context(passages)}\n\nQuestion: {question}"),
+                _user(f"Passages:\n{fence(numbered_context(passages))}\n\nQuestion: {_one_line(question)}"),
             ),
             schema=ANSWER_SCHEMA,
             schema_name="answer",
@@ -196,13 +212,13 @@ def review_messages(paragraph: str, context: str, max_findings: int = 1) -> list
         else f"Report at most {max_findings} weaknesses, the most important first"
     )
     system = (
-        render("reviewer", how_many=how_many)
+        role_prompt("reviewer", how_many=how_many)
         + "\n\nExamples of findings, written the way yours should be:\n\n"
         + prompt("reviewer_examples")
     )
-    body = f"Paragraph:\n{paragraph}"
+    body = _paragraph(paragraph)
     if context:
-        body += f"\n\nContext gathered from the rest of the paper and the literature:\n{context}"
+        body += f"\n\nContext gathered from the rest of the paper and the literature:\n{fence(context)}"
     return [{"role": "system", "content": system}, _user(body)]
 
 

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -28,11 +28,30 @@ from .literature import Literature
 from .plans import LITERATURE, PAPER, REVIEW, SKIP, HeuristicPlanScorer, Plan, PlanScorer, Step, best_plan
 from .quotes import FUZZY_THRESHOLD, locate_quote
 from .retrieval import PassageIndex, manuscript_passages, numbered_context
-from .types import Evidence, Finding, Mode, ParagraphReview, Source, WeaknessType
+from .types import (
+    MAX_EVIDENCE_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_QUESTION_CHARS,
+    MAX_REASONING_CHARS,
+    MAX_REVIEW_CHARS,
+    Evidence,
+    Finding,
+    Mode,
+    ParagraphReview,
+    Source,
+    WeaknessType,
+    shortened,
+)
 
 log = logging.getLogger("margin.feedback")
 
 REVIEWED_KINDS = frozenset({ParagraphKind.PARAGRAPH, ParagraphKind.LIST_ITEM})
+# Findings of one answer that are read (review.maxFindings is at most 3; the rest leave room for invalid ones):
+# each is matched against the paragraph, so an answer listing thousands must not cost thousands of searches.
+FINDINGS_READ = 10
+_PROBLEMS_TOLD = 5  # problems quoted back to the model in a repair request, and kept as dropped
+# Validating findings against a paragraph longer than this (times the findings) runs in a worker thread.
+_OFFLOAD_WORK = 20_000
 
 
 @dataclass
@@ -127,6 +146,8 @@ async def _gather_full(
         if decision.action == SKIP:
             continue
         question = decision.question or step.question
+        if len(question) > MAX_QUESTION_CHARS:
+            question = step.question  # a controller's runaway question is no search query
         if not question:
             continue
         asked += 1
@@ -199,10 +220,14 @@ async def _investigate(
     else:
         return None
     try:
-        return await agents.investigate(llm, question, passages, source, options.priority)
+        evidence = await agents.investigate(llm, question, passages, source, options.priority)
     except LLMError as failure:
         result.failures.append(str(failure))
         return None
+    if evidence is None or len(evidence.answer) <= MAX_EVIDENCE_CHARS:
+        return evidence
+    # The answer goes into the reviewer's prompt and the finding's hover: a runaway one is shortened.
+    return replace(evidence, answer=shortened(evidence.answer, MAX_EVIDENCE_CHARS))
 
 
 async def _review(
@@ -217,7 +242,7 @@ async def _review(
         result.failures.append(str(failure))
         return
     result.completed = True
-    findings, problems = _validate(raw, paragraph, options, result.evidence)
+    findings, problems = await _validated(raw, paragraph, options, result.evidence)
     if problems:
         # One repair request that says exactly what was wrong; what is still wrong after it is dropped.
         repair = [
@@ -226,7 +251,7 @@ async def _review(
             {
                 "role": "user",
                 "content": "Some findings cannot be used: "
-                + "; ".join(problems)
+                + _listed(problems)
                 + ". Reply again with all your findings. Copy each quote character for character from the "
                 "paragraph, and use only the five labels.",
             },
@@ -235,12 +260,12 @@ async def _review(
             completion = await llm.complete(
                 agents.review_request(paragraph.text, repair, options.max_findings, options.priority)
             )
-            findings, problems = _validate(
+            findings, problems = await _validated(
                 list(completion.data.get("findings", [])), paragraph, options, result.evidence
             )
         except LLMError as failure:
             result.failures.append(str(failure))
-        result.dropped.extend(problems)
+        result.dropped.extend(problems[:_PROBLEMS_TOLD])
     result.findings = _distinct(findings)[: options.max_findings]
     result.no_weakness = not raw and not problems
 
@@ -257,23 +282,48 @@ def copied_from_examples(review_text: str) -> bool:
     return any(fuzz.partial_ratio(review_text, example) >= 90 for example in _example_reviews())
 
 
+def _listed(problems: list[str]) -> str:
+    """The first few problems, and how many more there were."""
+    told = "; ".join(problems[:_PROBLEMS_TOLD])
+    more = len(problems) - _PROBLEMS_TOLD
+    return told + (f"; and {more} more" if more > 0 else "")
+
+
+async def _validated(
+    raw: Sequence[Any], paragraph: Paragraph, options: ReviewOptions, evidence: list[Evidence]
+) -> tuple[list[Finding], list[str]]:
+    """_validate, in a worker thread when the quote searches may take a while (a long paragraph)."""
+    if len(paragraph.text) * min(len(raw), FINDINGS_READ) <= _OFFLOAD_WORK:
+        return _validate(raw, paragraph, options, evidence)
+    return await asyncio.to_thread(_validate, raw, paragraph, options, evidence)
+
+
 def _validate(
     raw: Sequence[Any], paragraph: Paragraph, options: ReviewOptions, evidence: list[Evidence]
 ) -> tuple[list[Finding], list[str]]:
+    """The usable findings of an answer, and what is wrong with the others. Reads at most FINDINGS_READ of them,
+    and refuses fields past their bounds before searching for anything."""
     findings: list[Finding] = []
     problems: list[str] = []
-    for number, item in enumerate(raw, start=1):
+    for number, item in enumerate(raw[:FINDINGS_READ], start=1):
         if not isinstance(item, dict):
             problems.append(f"finding {number} is not an object")
             continue
-        label = WeaknessType.parse(str(item.get("label", "")))
-        quote = str(item.get("quote", ""))
-        review_text = str(item.get("review", "")).strip()
+        given_label = item.get("label", "")
+        label = _label(given_label)
+        quote = _text(item.get("quote", ""))
+        review_text = _text(item.get("review", "")).strip()
         if label is None:
-            problems.append(f"finding {number}: {str(item.get('label'))!r} is not one of the five labels")
+            problems.append(f"finding {number}: {_preview(given_label)} is not one of the five labels")
             continue
         if not review_text:
             problems.append(f"finding {number} has no review text")
+            continue
+        if len(review_text) > MAX_REVIEW_CHARS:
+            problems.append(
+                f"finding {number}: the review is {len(review_text)} characters long; write at most "
+                f"{MAX_REVIEW_CHARS}"
+            )
             continue
         if copied_from_examples(review_text):
             problems.append(f"finding {number} repeats an example review instead of reviewing this paragraph")
@@ -290,14 +340,32 @@ def _validate(
                 label=label,
                 quote=paragraph.text[match.start : match.end],
                 review=review_text,
-                reasoning=str(item.get("reasoning", "")).strip(),
+                reasoning=shortened(_text(item.get("reasoning", "")).strip(), MAX_REASONING_CHARS),
                 start=match.start,
                 end=match.end,
                 evidence=tuple(evidence),
                 match=match.how,
             )
         )
+    if len(raw) > FINDINGS_READ:
+        problems.append(f"the answer lists {len(raw)} findings; only the first {FINDINGS_READ} were read")
     return findings, problems
+
+
+def _text(value: Any) -> str:
+    """A string field as the model gave it; anything else (a number, a nested value) as its short JSON."""
+    if isinstance(value, str):
+        return value
+    return shortened(json.dumps(value, ensure_ascii=False, default=str), MAX_LABEL_CHARS)
+
+
+def _label(value: Any) -> WeaknessType | None:
+    text = _text(value)
+    return WeaknessType.parse(text) if len(text) <= MAX_LABEL_CHARS else None
+
+
+def _preview(value: Any) -> str:
+    return repr(shortened(_text(value), 60))
 
 
 def _distinct(findings: list[Finding]) -> list[Finding]:

@@ -11,12 +11,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from .types import MAX_QUESTION_CHARS
+
 PAPER = "paper_question"
 LITERATURE = "literature_question"
 REVIEW = "review"
 SKIP = "skip"
 KNOWN_ACTIONS = (PAPER, LITERATURE, REVIEW)
 MAX_STEPS = 12
+_MAX_ACTION_CHARS = 40  # the known actions are short names; a longer one is unknown whatever it says
 
 PLAN_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -56,13 +59,19 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: Any) -> Plan:
-        steps = []
+        """The plan a planner wrote: its first MAX_STEPS steps, read without looking further into the list.
+        A step whose question is past MAX_QUESTION_CHARS keeps its action without the question (a runaway
+        question is no search query), which leaves it out of the executable plan."""
+        steps: list[Step] = []
         listed = data.get("steps") if isinstance(data, dict) else None
         for item in listed if isinstance(listed, list) else []:
+            if len(steps) == MAX_STEPS:
+                break
             if isinstance(item, dict):
-                action = str(item.get("action", "")).strip().lower().replace(" ", "_")
-                steps.append(Step(action, str(item.get("question", "") or "").strip()))
-        return cls(tuple(steps[:MAX_STEPS]))
+                action = str(item.get("action", ""))[:_MAX_ACTION_CHARS].strip().lower().replace(" ", "_")
+                question = str(item.get("question", "") or "").strip()
+                steps.append(Step(action, question if len(question) <= MAX_QUESTION_CHARS else ""))
+        return cls(tuple(steps))
 
     def to_json(self) -> list[dict[str, str]]:
         return [{"action": step.action, "question": step.question} for step in self.steps]

@@ -16,6 +16,10 @@ _EQUIVALENT = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "�
 _DROPPED = set("*_`\\{}")  # markup a model may add or leave out around words
 _MIN_QUOTE = 8  # characters; a quote must also have at least two words to say where the problem is
 FUZZY_THRESHOLD = 88.0
+# A fuzzy search costs the quote's length times the paragraph's: only a quote of a sentence or two is searched
+# for approximately; a longer one must be found exactly or after normalization.
+MAX_FUZZY_QUOTE = 1000
+_ELLIPSES = ("...", "…")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +31,17 @@ class QuoteMatch:
 
 
 def _clean(quote: str) -> str:
+    """The quote without quotation marks or an ellipsis at either end. String operations, not a regex: a
+    pattern like \\s*…$ backtracks over every run of white space, quadratic in a model's quote."""
     quote = quote.strip().strip(_QUOTE_MARKS).strip()
-    quote = re.sub(r"^(?:\.\.\.|…)\s*|\s*(?:\.\.\.|…)$", "", quote)
+    for mark in _ELLIPSES:
+        if quote.startswith(mark):
+            quote = quote[len(mark) :].lstrip()
+            break
+    for mark in _ELLIPSES:
+        if quote.endswith(mark):
+            quote = quote[: -len(mark)].rstrip()
+            break
     return quote.strip()
 
 
@@ -79,9 +92,12 @@ def _meaning_markers(text: str) -> tuple[int, tuple[str, ...]]:
 
 
 def locate_quote(quote: str, text: str, threshold: float = FUZZY_THRESHOLD) -> QuoteMatch | None:
-    """Where `quote` is in `text`, or None when it is not there closely enough."""
+    """Where `quote` is in `text`, or None when it is not there closely enough. Linear in the quote's length
+    and at most (MAX_FUZZY_QUOTE / 64) times the text's: a model's quote may be of any size."""
+    if not text or len(quote) > 2 * len(text) + 64:
+        return None  # longer than the text, even with the white space and markup normalization drops
     quote = _clean(quote)
-    if len(quote) < _MIN_QUOTE or len(quote.split()) < 2 or not text:
+    if len(quote) < _MIN_QUOTE or len(quote.split()) < 2:
         return None
     found = text.find(quote)
     if found >= 0:
@@ -95,8 +111,8 @@ def locate_quote(quote: str, text: str, threshold: float = FUZZY_THRESHOLD) -> Q
         start = positions[found]
         end = positions[found + len(normal_quote) - 1] + 1
         return QuoteMatch(start, end, "normalized")
-    if len(normal_quote) < 12 or len(normal_quote) > 1.1 * len(normal_text):
-        return None  # too short for a fuzzy match to mean anything
+    if len(normal_quote) < 12 or len(normal_quote) > min(1.1 * len(normal_text), MAX_FUZZY_QUOTE):
+        return None  # too short for a fuzzy match to mean anything, or too long to search for approximately
     alignment = fuzz.partial_ratio_alignment(normal_quote, normal_text)
     if alignment is None or alignment.score < threshold:
         return None

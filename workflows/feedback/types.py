@@ -9,6 +9,20 @@ from typing import Any
 
 from margin.workflows.llm.types import Usage
 
+# What a model's answer may put into a finding, its evidence or a plan: findings become diagnostics and hovers
+# in the editor and their questions become searches, so each field is bounded (a genuine review is a few
+# sentences, a question one). A longer review or question is refused; reasoning and evidence are shortened.
+MAX_REVIEW_CHARS = 2000
+MAX_REASONING_CHARS = 2000
+MAX_EVIDENCE_CHARS = 2000
+MAX_QUESTION_CHARS = 500
+MAX_LABEL_CHARS = 100
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text`, cut to at most `limit` characters (ending in an ellipsis when cut)."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
 
 class WeaknessType(StrEnum):
     REPLICABILITY = "Replicability"

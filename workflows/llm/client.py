@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 
@@ -22,7 +23,7 @@ from .cache import ResponseCache, cache_key
 from .config import EndpointConfig, LLMConfig, RoleRoute
 from .endpoints import Endpoint, EndpointPool, unavailable_message
 from .repetition import collapse, repetition
-from .structured import json_candidates, schema_instructions, validation_error
+from .structured import parse_answer, schema_instructions
 from .types import (
     NEGOTIATION_ORDER,
     ROLE_HEADER,
@@ -48,7 +49,18 @@ _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "gra
 # Sampling for a second try at an answer that repeated itself: standard OpenAI fields, which vLLM and
 # llama-cpp-python's server also take.
 _DISCOURAGE_REPEATS = {"frequency_penalty": 0.6, "presence_penalty": 0.4}
+# What is read of an answer, in bytes of the HTTP body: a model cannot write more than max_tokens tokens, and a
+# token is rarely more than a few bytes even JSON-escaped (a long run of spaces, "\u00e9" escapes), so a body
+# past this is no answer to our request (a server ignoring max_tokens, or a hostile one). It is cut off
+# while it arrives, never read whole. The floor leaves room for the envelope; the cap bounds every check after.
+_BYTES_PER_TOKEN = 16
+_MIN_ANSWER_BYTES = 64 * 1024
+_MAX_ANSWER_BYTES = 4 * 1024 * 1024
+# Checks of a longer answer (JSON extraction, schema validation, repetition) run in a worker thread: they are
+# linear, but a few megabytes of text still take long enough to hold up an editor's requests.
+_OFFLOAD_CHARS = 16 * 1024
 _runs: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("margin_llm_runs", default=())
+_T = TypeVar("_T")
 
 
 class _FormatRejected(Exception):
@@ -153,12 +165,12 @@ class LLMClient:
         messages = _with_schema(request)
         parameters = _sampling(request, config, self.config.roles.get(request.role))
         key = cache_key(model, request.role, messages, parameters, request.schema_sent)
-        cached = await self._cached(key, request, model)
+        cached = await self._cached(key, request, model, parameters)
         if cached is not None:
             return cached
         call = _Call(endpoint, config, model, request)
         answer, mode, data = await self._answer(call, messages, parameters)
-        repeated = repetition(answer.text)
+        repeated = await _checked(repetition, answer.text)
         if repeated is not None:
             # Small models fall into loops: once more with sampling that discourages repeats, then trim or refuse.
             self._count("repetition_retries")
@@ -177,7 +189,7 @@ class LLMClient:
                 prompt_tokens=retry.prompt_tokens + answer.prompt_tokens,
                 completion_tokens=retry.completion_tokens + answer.completion_tokens,
             )
-            repeated = repetition(answer.text)
+            repeated = await _checked(repetition, answer.text)
             if repeated is not None and request.schema is not None:
                 raise LLMError(
                     FailureKind.INVALID_OUTPUT,
@@ -188,7 +200,7 @@ class LLMClient:
                 log.warning(
                     "%s answer still repeats itself (%s); the repeats are removed", request.role, repeated
                 )
-                answer = replace(answer, text=collapse(answer.text))
+                answer = replace(answer, text=await _checked(collapse, answer.text))
         completion = Completion(
             text=answer.text,
             model=model,
@@ -210,6 +222,13 @@ class LLMClient:
     ) -> tuple[_Answer, StructuredMode | None, Any]:
         """One answer: generated, and validated against the schema when there is one."""
         answer, mode, used = await self._generate(call, messages, parameters)
+        if call.request.max_answer_chars is not None and len(answer.text) > call.request.max_answer_chars:
+            raise LLMError(
+                FailureKind.OVERSIZED,
+                f"the answer is {len(answer.text)} characters long, more than the {call.request.max_answer_chars} "
+                "this request can use; it was discarded",
+                call.request.role,
+            )
         if call.request.schema is not None:
             # The repair gets the room the answer finally had (doubled if it was cut off once).
             answer, data = await self._validated(call, messages, used, answer, mode)
@@ -218,15 +237,23 @@ class LLMClient:
             raise LLMError(FailureKind.EMPTY, "the model answered with no text", call.request.role)
         return answer, mode, None
 
-    async def _cached(self, key: str, request: Request, model: str) -> Completion | None:
+    async def _cached(
+        self, key: str, request: Request, model: str, parameters: dict[str, Any]
+    ) -> Completion | None:
         if self.cache is None:
             return None
         entry = await asyncio.to_thread(self.cache.get, key)
         if entry is None or not isinstance(entry.get("text"), str):
             return None
+        text = entry["text"]
+        longest = min(
+            answer_byte_limit(parameters.get("max_tokens")), request.max_answer_chars or _MAX_ANSWER_BYTES
+        )
+        if len(text) > longest:
+            return None  # stored before answers were bounded: ask again
         data = None
         if request.schema is not None:
-            data, problem = _parse(entry["text"], request.schema)
+            data, problem = await _checked(parse_answer, text, request.schema)
             if problem is not None:
                 return None  # the schema changed since: ask again
         return Completion(
@@ -306,6 +333,9 @@ class LLMClient:
         for _ in range(_CONTINUATIONS):
             if answer.finish_reason != "length":
                 break
+            wanted = call.request.max_answer_chars
+            if wanted is not None and sum(map(len, parts)) > wanted:
+                break  # already longer than the pipeline can use: refused below, without asking for more
             # Cut off by max_tokens: ask the model to go on from where it stopped.
             continued = [
                 *messages,
@@ -335,7 +365,7 @@ class LLMClient:
     ) -> tuple[_Answer, Any]:
         """Parse and validate; on failure one repair request that quotes the error, then a typed failure."""
         assert call.request.schema is not None
-        data, problem = _parse(answer.text, call.request.schema)
+        data, problem = await _checked(parse_answer, answer.text, call.request.schema)
         if problem is None:
             return answer, data
         self._count("repairs")
@@ -349,7 +379,7 @@ class LLMClient:
             },
         ]
         fixed = await self._send(call, repair, parameters, mode, False)
-        data, second_problem = _parse(fixed.text, call.request.schema)
+        data, second_problem = await _checked(parse_answer, fixed.text, call.request.schema)
         if second_problem is not None:
             kind = FailureKind.TRUNCATED if fixed.finish_reason == "length" else FailureKind.INVALID_OUTPUT
             raise LLMError(kind, f"{second_problem} (after one repair request)", call.request.role)
@@ -386,17 +416,16 @@ class LLMClient:
             }
         elif mode is StructuredMode.JSON_OBJECT:
             arguments["response_format"] = {"type": "json_object", "schema": call.request.schema_sent}
+        limit = answer_byte_limit(parameters.get("max_tokens"))
         attempts = self.config.retries + 1
         for attempt in range(1, attempts + 1):
             delay: float | None = None
             try:
                 async with call.endpoint.limiter.slot(call.request.priority):
                     self._count("requests")
-                    response = await asyncio.wait_for(
-                        call.endpoint.client.chat.completions.create(**arguments),
-                        timeout=call.config.timeout,
+                    return await asyncio.wait_for(
+                        _exchange(call, arguments, limit), timeout=call.config.timeout
                     )
-                return _answer_of(response)
             except TimeoutError as error:
                 failure = LLMError(
                     FailureKind.TIMEOUT, f"no answer within {call.config.timeout:g} s", call.request.role
@@ -486,33 +515,134 @@ def _with_schema(request: Request) -> list[dict[str, str]]:
     return messages
 
 
-def _parse(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
-    """The first JSON value in the answer that fits the schema; else the reason the best one does not."""
-    if not text.strip():
-        return None, "the answer is empty"
-    first_problem: str | None = None
-    for data in json_candidates(text):
-        problem = validation_error(data, schema)
-        if problem is None:
-            return data, None
-        first_problem = first_problem or f"the JSON does not match the schema {problem}"
-    return None, first_problem or "the answer contains no parseable JSON"
+def answer_byte_limit(max_tokens: Any) -> int:
+    """The most bytes of an HTTP answer read for a request with this max_tokens."""
+    tokens = max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else 0
+    return min(_MAX_ANSWER_BYTES, max(_MIN_ANSWER_BYTES, _BYTES_PER_TOKEN * tokens))
 
 
-def _answer_of(response: Any) -> _Answer:
-    choices = getattr(response, "choices", None) or []
-    if not choices:
+async def _checked(check: Callable[..., _T], text: str, *arguments: Any) -> _T:
+    """A check of model text: at once when the text is short, else in a worker thread (off the event loop)."""
+    if len(text) <= _OFFLOAD_CHARS:
+        return check(text, *arguments)
+    return await asyncio.to_thread(check, text, *arguments)
+
+
+async def _exchange(call: _Call, arguments: dict[str, Any], limit: int) -> _Answer:
+    """One chat completion, its body read as it arrives and cut off past `limit` bytes: leaving the response
+    closes the connection, which also stops the generation on the server."""
+    completions = call.endpoint.client.chat.completions.with_streaming_response
+    async with completions.create(**arguments) as response:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise _oversized(call, f"announces {int(declared)} bytes", limit, arguments.get("max_tokens"))
+        body = bytearray()
+        try:
+            async for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise _oversized(call, f"went on past {limit} bytes", limit, arguments.get("max_tokens"))
+        except LLMError:
+            raise
+        except Exception as error:  # the body broke off: the same failures as a request that did
+            failure = _transport_failure(error, response.http_request)
+            if failure is None:
+                raise
+            raise failure from error
+        streamed = "text/event-stream" in response.headers.get("content-type", "")
+    if len(body) > _OFFLOAD_CHARS:
+        return await asyncio.to_thread(_decoded, call, bytes(body), streamed)
+    return _decoded(call, bytes(body), streamed)
+
+
+def _oversized(call: _Call, what: str, limit: int, max_tokens: Any) -> LLMError:
+    return LLMError(
+        FailureKind.OVERSIZED,
+        f"the endpoint's answer {what}; margin reads at most {limit} bytes of an answer of {max_tokens} tokens, "
+        "so it was discarded (a server that ignores max_tokens, or a runaway answer)",
+        call.request.role,
+    )
+
+
+def _transport_failure(error: Exception, request: Any) -> openai.APIError | None:
+    """The openai error a transport failure while reading a body stands for (by class name: the openai package
+    has moved between HTTP libraries with the same names), or None for anything else."""
+    names = {kind.__name__ for kind in type(error).__mro__}
+    if "TimeoutException" in names:
+        return openai.APITimeoutError(request=request)
+    if names & {"RequestError", "TransportError", "SSLError", "EndOfStream", "BrokenResourceError"}:
+        return openai.APIConnectionError(request=request)
+    return None
+
+
+def _decoded(call: _Call, body: bytes, streamed: bool) -> _Answer:
+    """The answer in a chat completion body: one JSON object, or server-sent events from a server that streams
+    although it was not asked to."""
+    if streamed:
+        return _answer_of_events(body)
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as error:
+        preview = body[:80].decode("utf-8", "replace")
+        raise LLMError(
+            FailureKind.SERVER_ERROR,
+            f"{call.endpoint.base_url} answered with something that is not a chat completion ({preview!r})",
+            call.request.role,
+        ) from error
+    return _answer_of(data)
+
+
+def _answer_of(data: Any) -> _Answer:
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return _Answer("", "stop", 0, 0)
     choice = choices[0]
-    message = getattr(choice, "message", None)
-    text = getattr(message, "content", None) or ""
-    usage = getattr(response, "usage", None)
+    message = choice.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    usage = data.get("usage")
     return _Answer(
-        text=text,
-        finish_reason=str(getattr(choice, "finish_reason", None) or "stop"),
-        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        text=content if isinstance(content, str) else "",
+        finish_reason=str(choice.get("finish_reason") or "stop")[:40],
+        prompt_tokens=_tokens(usage, "prompt_tokens"),
+        completion_tokens=_tokens(usage, "completion_tokens"),
     )
+
+
+def _answer_of_events(body: bytes) -> _Answer:
+    """The answer in server-sent chat completion chunks: the first choice's content deltas, joined."""
+    parts: list[str] = []
+    finish_reason = "stop"
+    prompt_tokens = completion_tokens = 0
+    for line in body.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        try:
+            event = json.loads(payload)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(event, dict):
+            continue
+        choices = event.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            delta = choices[0].get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str):
+                parts.append(content)
+            if choices[0].get("finish_reason"):
+                finish_reason = str(choices[0]["finish_reason"])[:40]
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            prompt_tokens = _tokens(usage, "prompt_tokens")
+            completion_tokens = _tokens(usage, "completion_tokens")
+    return _Answer("".join(parts), finish_reason, prompt_tokens, completion_tokens)
+
+
+def _tokens(usage: Any, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _could_not_connect(error: openai.APIConnectionError) -> bool:

@@ -35,6 +35,10 @@ class Reply:
     drop: bool = False  # close the connection without a response
     trickle: float = 0.0  # seconds between body chunks (slow streaming)
     error_message: str = "scripted failure"
+    # Answer with server-sent events even when the request did not ask to stream (as a misbehaving or hostile
+    # server may): no Content-Length, the connection closed at the end. `stream_piece`: characters per event.
+    stream: bool = False
+    stream_piece: int = 8
 
     def text(self) -> str:
         if self.json is not None:
@@ -51,6 +55,7 @@ class RecordedRequest:
     started: float
     finished: float = 0.0
     disconnected: bool = False
+    body_bytes: int = 0  # bytes of the answer's body written before it ended (or the client went away)
 
     @property
     def prompt(self) -> str:
@@ -189,6 +194,9 @@ class ScriptedEndpoint:
         self._stopping.wait(seconds)
 
 
+_SLICE = 64 * 1024
+
+
 class _Server(ThreadingHTTPServer):
     request_queue_size = (
         256  # the stdlib's 5 drops bursts of connections, which are then retried a second later
@@ -205,7 +213,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
 
-    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    def _send_json(
+        self,
+        status: int,
+        payload: Any,
+        headers: dict[str, str] | None = None,
+        request: RecordedRequest | None = None,
+    ) -> None:
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -213,7 +227,11 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
+        # In slices, so that a client that stops reading a huge body shows in `body_bytes`.
+        for index in range(0, len(body), _SLICE):
+            self.wfile.write(body[index : index + _SLICE])
+            if request is not None:
+                request.body_bytes += min(_SLICE, len(body) - index)
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
@@ -289,14 +307,14 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"Retry-After": f"{reply.retry_after:g}"} if reply.retry_after is not None else None
             self._send_json(reply.status, {"error": {"message": reply.error_message}}, headers)
             return
-        if request.body.get("stream"):
+        if request.body.get("stream") or reply.stream:
             self._stream(request, reply)
             return
         payload = _completion(request, reply)
         if reply.trickle:
             self._trickle(json.dumps(payload).encode(), reply.trickle)
         else:
-            self._send_json(200, payload)
+            self._send_json(200, payload, request=request)
 
     def _client_gone(self) -> bool:
         import select
@@ -329,7 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         text = reply.text()
         model = request.body.get("model") or self.owner.models[0]
-        pieces = [text[index : index + 8] for index in range(0, len(text), 8)] or [""]
+        size = max(1, reply.stream_piece)
+        pieces = [text[index : index + size] for index in range(0, len(text), size)] or [""]
         for piece in pieces:
             chunk = {
                 "id": "scripted",
@@ -338,8 +357,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "model": model,
                 "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
             }
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            event = f"data: {json.dumps(chunk)}\n\n".encode()
+            self.wfile.write(event)
             self.wfile.flush()
+            request.body_bytes += len(event)
             if reply.trickle:
                 self.owner._wait(reply.trickle)
         final = {

@@ -78,6 +78,9 @@ class Request:
     temperature: float | None = None
     top_p: float | None = None
     frequency_penalty: float | None = None
+    # The longest answer text the pipeline can use (e.g. a rewrite at most a few times its original): a longer
+    # one is refused as OVERSIZED before any check reads it. None: only the byte bound of max_tokens applies.
+    max_answer_chars: int | None = None
 
     @property
     def schema_sent(self) -> dict[str, Any] | None:
@@ -109,13 +112,18 @@ class FailureKind(StrEnum):
     TRUNCATED = "truncated"  # finish_reason "length" and no room to finish
     INVALID_OUTPUT = "invalid_output"  # no JSON, or JSON that breaks the schema, even after one repair
     EMPTY = "empty"
+    # More than margin reads from a model: a body past the byte bound of max_tokens, JSON nested or sized past
+    # what any schema needs, or an answer longer than the request's max_answer_chars.
+    OVERSIZED = "oversized"
 
 
 # Failures that say no model can answer at all, rather than that one call went wrong: an endpoint that gives one
 # is left alone for a while (see EndpointPool's outages), and a run that meets one says so plainly.
 NO_MODEL_FAILURES = frozenset({FailureKind.UNAVAILABLE, FailureKind.CRASHED})
 # Failures where the model did answer, but with nothing usable.
-ANSWERED_FAILURES = frozenset({FailureKind.INVALID_OUTPUT, FailureKind.TRUNCATED, FailureKind.EMPTY})
+ANSWERED_FAILURES = frozenset(
+    {FailureKind.INVALID_OUTPUT, FailureKind.TRUNCATED, FailureKind.EMPTY, FailureKind.OVERSIZED}
+)
 
 
 class LLMError(Exception):
