@@ -62,6 +62,7 @@ from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.llm.types import Usage
 from margin.workflows.manuscript.loader import ManuscriptLoader
 from margin.workflows.manuscript.model import Manuscript, Paragraph
+from margin.workflows.prompts import fenced_after
 
 RULES = "review_bench:scripted_rules"  # what the stand-in answers with (it may run in another process)
 PAPER_ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "latex" / "paper" / "main.tex"
@@ -75,10 +76,6 @@ _COMMON = frozenset(
     "first found further given however itself large later least might other paper result results shows "
     "since small still study their there these those three through under using value values where which "
     "while whose within without would".split()
-)
-_PARAGRAPH = re.compile(
-    r"Paragraph:\n(.*?)(?:\n\nWrite candidate plan|\n\nWhat has been learned so far:|\n\nContext gathered|\Z)",
-    re.S,
 )
 _CANDIDATE = re.compile(r"Write candidate plan (\d+) of (\d+)\.")
 _NEXT_STEP = re.compile(r"Remaining planned steps:\n1\. \[([a-z_]+)\] ?([^\n]*)")
@@ -98,8 +95,7 @@ def _user_text(request: RecordedRequest) -> str:
 
 
 def _paragraph_of(request: RecordedRequest) -> str:
-    match = _PARAGRAPH.search(_user_text(request))
-    return match.group(1) if match else ""
+    return fenced_after(_user_text(request), "Paragraph:\n") or ""
 
 
 def _terms(paragraph: str) -> list[str]:

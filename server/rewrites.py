@@ -140,7 +140,9 @@ class RewriteCoordinator:
         failed = [rewrite for rewrite in rewrites if rewrite.status is RewriteStatus.FAILED]
         notes = []
         if refused:
-            notes.append(f"{len(refused)} paragraph(s) kept as they were: {refused[0].message}")
+            notes.append(
+                f"{len(refused)} paragraph(s) kept as they were: {refused[0].message.removeprefix('not applied: ')}"
+            )
         if failed:
             notes.append(f"{len(failed)} paragraph(s) failed: {failed[0].message}")
         if not changed:

@@ -31,6 +31,7 @@ from margin.workflows.feedback.retrieval import manuscript_passages
 from margin.workflows.feedback.types import Mode, ParagraphReview, Source, WeaknessType
 from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.manuscript.model import Manuscript, Paragraph
+from margin.workflows.prompts import fence
 
 from conftest import (
     PAPER_MAIN,
@@ -713,7 +714,7 @@ async def test_single_mode_is_the_reviewer_alone_without_a_context_section(
     request = harness.requests("reviewer")[0]
     assert CONTEXT_HEADING not in request.prompt
     assert "Context gathered" not in request.prompt
-    assert final_user_message(request) == f"Paragraph:\n{target.text}"
+    assert final_user_message(request) == f"Paragraph:\n{fence(target.text)}"
     assert "Examples of findings" in request.prompt  # the in-context examples are in the system prompt
     assert result.evidence == []
     assert [finding.quote for finding in result.findings] == [GOOD_QUOTE]

@@ -21,6 +21,7 @@ import pytest
 
 from margin.workflows.llm.scripted_agents import plainer, rewrite_rules
 from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.workflows.prompts import fence
 from margin.workflows.rewrite.agentsimp import AgentSimpOptions, simplify_document
 from margin.workflows.rewrite.transcript import Transcript
 from margin.workflows.rewrite.types import Language, Rewrite, RewriteStatus
@@ -43,7 +44,7 @@ PARAGRAPHS = [
 ]
 MARKERS = [paragraph.split(":")[0] for paragraph in PARAGRAPHS]
 PER_PARAGRAPH = ("simplifier", "supervisor", "metaphor_analyst", "terminology_interpreter", "integrator")
-BLOCK = re.compile(r"^\[(\d+)\]\n(.*?)(?=\n\n\[\d+\]\n|\Z)", re.S | re.M)
+BLOCK = re.compile(r"^\[(\d+)\]\n`{3,}\n(.*?)\n`{3,}(?=\n\n\[\d+\]\n|\Z)", re.S | re.M)  # fenced paragraphs
 
 
 def simplified(paragraph: str) -> str:
@@ -181,11 +182,11 @@ async def test_pipeline_chains_each_agent_on_the_previous_agents_text(desk: Desk
 
     for paragraph, marker in zip(PARAGRAPHS, MARKERS, strict=True):
         simplifier, _, metaphors, terms = desk.about(marker)
-        assert f"The paragraph to simplify:\n{paragraph}" in final_user_message(simplifier)
+        assert f"The paragraph to simplify:\n{fence(paragraph)}" in final_user_message(simplifier)
         basic = plainer(paragraph)
         assert basic != paragraph
-        assert f"The paragraph to analyse:\n{basic}" in final_user_message(metaphors)
-        assert f"The paragraph to explain:\n{basic}" in final_user_message(terms), (
+        assert f"The paragraph to analyse:\n{fence(basic)}" in final_user_message(metaphors)
+        assert f"The paragraph to explain:\n{fence(basic)}" in final_user_message(terms), (
             "no metaphors: the basic text"
         )
 
@@ -207,8 +208,9 @@ async def test_metaphor_explanations_reach_the_terminology_interpreter_in_pipeli
     results = await desk.run(explaining)
 
     terms = desk.about("Alpha")[-1]
-    assert "The paragraph to explain:\nAlpha: the index is twice as large (bigger)." in final_user_message(
-        terms
+    assert (
+        "The paragraph to explain:\n```\nAlpha: the index is twice as large (bigger).\n```"
+        in final_user_message(terms)
     )
     repairs = [r for r in desk.requests("proofreader") if "Your rewrite lost" in final_user_message(r)]
     assert len(repairs) == 1 and r"lost 1 citation (\cite{a1})" in final_user_message(repairs[0])
@@ -226,8 +228,10 @@ async def test_synchronous_runs_the_three_agents_on_the_original_side_by_side_th
             ["simplifier", "supervisor", "metaphor_analyst", "terminology_interpreter", "integrator"]
         )
         by_role = {request.role: request for request in chain}
-        assert f"The paragraph to analyse:\n{paragraph}" in final_user_message(by_role["metaphor_analyst"])
-        assert f"The paragraph to explain:\n{paragraph}" in final_user_message(
+        assert f"The paragraph to analyse:\n{fence(paragraph)}" in final_user_message(
+            by_role["metaphor_analyst"]
+        )
+        assert f"The paragraph to explain:\n{fence(paragraph)}" in final_user_message(
             by_role["terminology_interpreter"]
         )
         side_by_side = [
@@ -239,10 +243,10 @@ async def test_synchronous_runs_the_three_agents_on_the_original_side_by_side_th
         integrator = by_role["integrator"]
         assert integrator.started >= max(r.finished for r in chain if r.role != "integrator")
         prompt = final_user_message(integrator)
-        assert f"Original paragraph:\n{paragraph}" in prompt
-        assert f"Basic simplification:\n{plainer(paragraph)}" in prompt
-        assert f"Metaphors explained:\n{paragraph}" in prompt
-        assert f"Terms explained:\n{plainer(paragraph)}" in prompt
+        assert f"Original paragraph:\n{fence(paragraph)}" in prompt
+        assert f"Basic simplification:\n{fence(plainer(paragraph))}" in prompt
+        assert f"Metaphors explained:\n{fence(paragraph)}" in prompt
+        assert f"Terms explained:\n{fence(plainer(paragraph))}" in prompt
     assert [result.text for result in results] == [simplified(paragraph) for paragraph in PARAGRAPHS[:2]]
 
 
@@ -255,8 +259,8 @@ async def test_the_director_and_the_analyst_plan_from_the_document_and_guide_eve
         if request.role in ("director", "analyst"):
             continue
         prompt = final_user_message(request)
-        assert prompt.startswith("The guideline:\n1. Summary: the paper's main points."), request.role
-        assert "The outline of the simplified article:\nWhat the paper found\n- The problem" in prompt
+        assert prompt.startswith("The guideline:\n```\n1. Summary: the paper's main points."), request.role
+        assert "The outline of the simplified article:\n```\nWhat the paper found\n- The problem" in prompt
 
 
 async def test_supervisor_suggestions_are_sent_back_to_the_simplifier_and_rounds_are_bounded(
@@ -273,7 +277,7 @@ async def test_supervisor_suggestions_are_sent_back_to_the_simplifier_and_rounds
         "simplifier",
     ]
     revision = final_user_message(desk.about("Alpha")[2])
-    assert "The supervisor's suggestions:\nSplit the first sentence." in revision
+    assert "The supervisor's suggestions:\n```\nSplit the first sentence.\n```" in revision
     assert len(desk.requests("supervisor")) == 2
 
 
@@ -495,7 +499,7 @@ def proofreader_dropping_c3(put_back: bool) -> Rule:
     def respond(request: RecordedRequest) -> Reply:
         prompt = final_user_message(request)
         if "Your rewrite lost" in prompt:
-            found = re.search(r"Your rewrite:\n(.*?)\n\n", prompt, re.S)
+            found = re.search(r"Your rewrite:\n```\n(.*?)\n```\n", prompt, re.S)
             assert found is not None
             text = found.group(1)
             return Reply(json={"text": text.replace("weaker", r"weaker \cite{c3}") if put_back else text})

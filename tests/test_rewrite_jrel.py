@@ -20,6 +20,7 @@ from margin.workflows.llm.config import RoleRoute
 from margin.workflows.llm.scripted_agents import rewrite_rules
 from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.manuscript.model import Manuscript
+from margin.workflows.prompts import fence
 from margin.workflows.rewrite.jrel import (
     LAST,
     MOST_READABLE,
@@ -162,7 +163,7 @@ async def test_the_journalist_reads_the_title_and_the_abstract_first(
 
     first = final_user_message(newsroom.requests("journalist")[0])
     assert first.startswith(
-        f"The paper ({TITLE}):\n## Abstract\n\nScreening randomized controlled trial reports"
+        f"The paper:\n```\n# {TITLE}\n\n## Abstract\n\nScreening randomized controlled trial reports"
     )
     assert first.endswith("Write the article.")
     assert len(first.split()) < 1_700, "the paper is cut to about paper_words"
@@ -177,12 +178,17 @@ async def test_each_agent_gets_the_previous_version_and_the_previous_agents_answ
     readers, editors = newsroom.requests("reader"), newsroom.requests("editor")
     revisions = newsroom.requests("journalist")[1:]
     for index, previous in enumerate([HARD, MEDIUM]):
-        assert final_user_message(readers[index]) == f"The article:\n{previous}\n\nTake your notes."
+        assert final_user_message(readers[index]) == f"The article:\n{fence(previous)}\n\nTake your notes."
         editor = final_user_message(editors[index])
-        assert f"The popular science article:\n{previous}\n\nThe reader's notes:\n{READER_NOTES}\n" in editor
-        assert editor.startswith(f"The paper ({TITLE}):")
+        assert (
+            f"The popular science article:\n{fence(previous)}\n\nThe reader's notes:\n{fence(READER_NOTES)}\n"
+            in editor
+        )
+        assert editor.startswith(f"The paper:\n```\n# {TITLE}\n")
         revision = final_user_message(revisions[index])
-        assert f"Your article:\n{previous}\n\nThe editor's advice:\n{EDITOR_ADVICE}\n" in revision
+        assert (
+            f"Your article:\n{fence(previous)}\n\nThe editor's advice:\n{fence(EDITOR_ADVICE)}\n" in revision
+        )
     assert [version.article for version in article.versions] == [HARD, MEDIUM, EASY]
     assert [version.notes for version in article.versions] == ["", READER_NOTES, READER_NOTES]
     assert [version.advice for version in article.versions] == ["", EDITOR_ADVICE, EDITOR_ADVICE]

@@ -19,6 +19,7 @@ import pytest
 
 from margin.workflows.llm.scripted_agents import rewrite_rules, text_in
 from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.workflows.prompts import fence
 from margin.workflows.rewrite.soms import SomsOptions, simplify_paragraph
 from margin.workflows.rewrite.transcript import Transcript
 from margin.workflows.rewrite.types import Language, Rewrite, RewriteStatus
@@ -205,7 +206,7 @@ async def test_the_selector_is_offered_only_open_loops_and_sees_the_conversation
         "redundancy",
     ]
     assert third.body["messages"][1]["content"].startswith(CONVERSATION)
-    assert "Language clarifier: Suggested substitutions" in third.body["messages"][1]["content"]
+    assert "Language clarifier (suggested substitutions):\n```\n1. " in third.body["messages"][1]["content"]
 
 
 async def test_a_selector_insisting_on_a_used_up_loop_falls_back_and_never_exceeds_the_limit(
@@ -261,7 +262,7 @@ async def test_the_layperson_has_no_memory_and_every_other_agent_does(society: S
     for request in others:
         memory = request.body["messages"][1]["content"]
         assert memory.startswith(CONVERSATION), request.role
-        assert f"Original text: {PARAGRAPH}" in memory
+        assert f"Original text:\n{fence(PARAGRAPH)}" in memory
         assert request.body["messages"][2] == {"role": "assistant", "content": "Understood."}
 
 
@@ -278,9 +279,9 @@ async def test_later_agents_remember_the_questions_and_answers(society: Society)
     await society.run(loop_limit=1)
 
     clarifier_memory = society.requests("clarifier")[0].body["messages"][1]["content"]
-    assert "Layperson: My questions:\n1. What does the main term mean?" in clarifier_memory
-    assert "Expert: Answers:\n- What does the main term mean?: It means" in clarifier_memory
-    assert "Simplifier: Latest simplification:" in clarifier_memory
+    assert "Layperson (my questions):\n```\n1. What does the main term mean?" in clarifier_memory
+    assert "Expert (answers):\n```\n- What does the main term mean?: It means" in clarifier_memory
+    assert "Simplifier (latest simplification):\n```\n" in clarifier_memory
 
 
 # -- the layperson loop and the expert -----------------------------------------------------------------------------
@@ -305,9 +306,9 @@ async def test_the_expert_answers_the_questions_then_checks_the_rewrite_against_
     answering, checking = society.requests("expert")[:2]
     assert "1. What does the main term mean?\n2. What did the authors find?" in final_user_message(answering)
     check = final_user_message(checking)
-    assert f"Original text:\n{PARAGRAPH}\n" in check
+    assert f"Original text:\n{fence(PARAGRAPH)}\n" in check
     assert (
-        "Rewritten text:\nConsequently, the treatment is very effective \\cite{smith20} and we utilize about"
+        "Rewritten text:\n```\nConsequently, the treatment is very effective \\cite{smith20} and we utilize about"
         in check
     )
     simplifier = final_user_message(society.requests("simplifier")[0])
@@ -337,7 +338,7 @@ async def test_an_inaccurate_rewrite_goes_back_to_the_simplifier_with_the_expert
         "expert",
     ]
     correction = final_user_message(society.requests("simplifier")[1])
-    assert "The expert found these inaccuracies:\n- The sample size changed." in correction
+    assert "The expert found these inaccuracies:\n```\n- The sample size changed.\n```" in correction
 
 
 async def test_accuracy_rounds_bound_the_corrections(society: Society) -> None:
@@ -383,7 +384,7 @@ async def test_rejected_substitutions_are_revised_until_the_simplifier_accepts(s
     assert clarifier_loop == ["clarifier", "simplifier", "clarifier", "simplifier"]
     revision = final_user_message(society.requests("clarifier")[1])
     assert (
-        'The simplifier rejected these substitutions:\n- "approximately" -> "about": rejected because it changes the meaning'
+        'The simplifier rejected these substitutions:\n```\n- "approximately" -> "about": rejected because it changes the meaning'
         in revision
     )
     assert len(society.requests("clarifier")) == 2
@@ -480,7 +481,7 @@ async def test_redundancy_quotes_longer_than_five_words_or_not_in_the_text_are_d
 
     verdict = final_user_message(society.requests("expert")[0])
     assert (
-        f'The redundancy checker proposes removing:\n1. "very" (filler)\n2. "{FIVE_WORDS}" (filler)\n\n'
+        f'The redundancy checker proposes removing:\n```\n1. "very" (filler)\n2. "{FIVE_WORDS}" (filler)\n```\n\n'
         in verdict
     )
     assert SIX_WORDS not in verdict.split("proposes removing:")[1]

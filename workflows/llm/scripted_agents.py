@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from margin.workflows.prompts import fenced_after
+
 from .scripted_endpoint import RecordedRequest, Reply, Rule
 
 PLAIN_WORDS = {
@@ -51,6 +53,10 @@ def _last_user(request: RecordedRequest) -> str:
 
 
 def _block_after(prompt: str, marker: str) -> str | None:
+    """The fenced block after the last `marker` (texts are fenced in prompts); else up to a blank line."""
+    fenced = fenced_after(prompt, marker)
+    if fenced is not None:
+        return fenced.strip()
     start = prompt.rfind(marker)
     if start < 0:
         return None
@@ -138,7 +144,9 @@ def _respond(request: RecordedRequest) -> Reply:
         for quote in re.findall(r'^- "(.*?)"$', prompt, re.M):
             new = re.sub(r"\s{2,}", " ", new.replace(quote, "", 1))
         answer = {"text": new}
-    elif role in ("simplifier", "proofreader") and "Your rewrite lost" in prompt:
+    elif role in ("simplifier", "proofreader") and (
+        "Your rewrite lost" in prompt or "Your rewrite added" in prompt
+    ):
         original = _block_after(prompt, "Original:\n") or text
         answer = {"text": original}
     elif role == "simplifier":
@@ -166,10 +174,10 @@ def _respond(request: RecordedRequest) -> Reply:
     elif role == "integrator":
         answer = {"text": plainer(_block_after(prompt, "Basic simplification:\n") or text)}
     elif role in ("architect", "proofreader"):
-        blocks = re.findall(
-            r"^\[\d+\]\n(.*?)(?=\n\n\[\d+\]\n|\Z)", prompt.split("paragraphs:\n\n", 1)[-1], re.S | re.M
-        )
-        answer = {"paragraphs": [block.strip() for block in blocks]}
+        listing = prompt.split("paragraphs:\n\n", 1)[-1]
+        count = len(re.findall(r"^\[\d+\]\n", listing, re.M))
+        blocks = [_block_after(listing, f"[{number}]\n") or "" for number in range(1, count + 1)]
+        answer = {"paragraphs": blocks}
     elif role == "journalist":
         sentences = re.findall(r"[A-Z][^.?!]{20,140}[.?!]", prompt)[:4]
         body = " ".join(sentences) or "Researchers studied a problem and found a simple answer."

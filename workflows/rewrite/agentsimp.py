@@ -23,6 +23,7 @@ from typing import Any
 
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import LLMError, Priority
+from margin.workflows.prompts import fence
 
 from .safety import TEXT_SCHEMA, clean_text, explained_of, finalize, language_rules
 from .team import Sampling, Team
@@ -54,7 +55,9 @@ class AgentSimpOptions:
 # Token counts are estimated from characters (English runs at about four per token; three leaves room), so that
 # each call asks for as many tokens as its answer needs and direct combination is tried only where it fits.
 _CHARS_PER_TOKEN = 3
-_PROMPT_OVERHEAD_TOKENS = 800  # the role prompt, the schema and the instruction
+_PROMPT_OVERHEAD_TOKENS = (
+    1_000  # the role prompt (with the rule on fenced data), the schema and the instruction
+)
 _UNKNOWN_CONTEXT_TOKENS = 32_768  # assumed when the server does not say (vLLM does)
 
 
@@ -129,8 +132,9 @@ class _Desk:
         self.outline = ""
 
     def _with_guideline(self, body: str) -> str:
-        guideline = f"The guideline:\n{self.guideline}\n\n" if self.guideline else ""
-        outline = f"The outline of the simplified article:\n{self.outline}\n\n" if self.outline else ""
+        # The guideline and the outline are models' answers about the manuscript: data, fenced like it.
+        guideline = f"The guideline:\n{fence(self.guideline)}\n\n" if self.guideline else ""
+        outline = f"The outline of the simplified article:\n{fence(self.outline)}\n\n" if self.outline else ""
         return f"{guideline}{outline}{language_rules(self.language)}\n\n{body}"
 
     # -- 1. planning ----------------------------------------------------------------------------------------------
@@ -140,7 +144,7 @@ class _Desk:
             try:
                 reply = await self.team.ask(
                     "director",
-                    f"The article:\n{document}\n\nWrite the simplification guideline.",
+                    f"The article:\n{fence(document)}\n\nWrite the simplification guideline.",
                     step="Project director writing the simplification guideline",
                 )
                 self.guideline = reply.text.strip()
@@ -151,7 +155,7 @@ class _Desk:
             try:
                 reply = await self.team.ask(
                     "analyst",
-                    f"The article:\n{document}\n\nGive the title and subheadings.",
+                    f"The article:\n{fence(document)}\n\nGive the title and subheadings.",
                     step="Article logic analyst outlining the article",
                     schema=_OUTLINE_SCHEMA,
                     schema_name="outline",
@@ -171,7 +175,7 @@ class _Desk:
     async def _simplify(self, draft: _Draft, text: str) -> str:
         reply = await self.team.ask(
             "simplifier",
-            self._with_guideline(f"The paragraph to simplify:\n{text}"),
+            self._with_guideline(f"The paragraph to simplify:\n{fence(text)}"),
             step=f"{self._label(draft)}: content simplifier",
             prompt_name="content_simplifier",
             schema=TEXT_SCHEMA,
@@ -184,7 +188,7 @@ class _Desk:
                 critique = await self.team.ask(
                     "supervisor",
                     self._with_guideline(
-                        f"The original paragraph:\n{text}\n\nThe simplified paragraph:\n{simplified}"
+                        f"The original paragraph:\n{fence(text)}\n\nThe simplified paragraph:\n{fence(simplified)}"
                     ),
                     step=f"{self._label(draft)}: simplify supervisor, round {round_}",
                     schema=_SUGGESTIONS_SCHEMA,
@@ -196,8 +200,8 @@ class _Desk:
                 revised = await self.team.ask(
                     "simplifier",
                     self._with_guideline(
-                        f"The paragraph to simplify:\n{text}\n\nYour simplification:\n{simplified}\n\n"
-                        f"The supervisor's suggestions:\n{suggestions}\n\nRevise your simplification."
+                        f"The paragraph to simplify:\n{fence(text)}\n\nYour simplification:\n{fence(simplified)}"
+                        f"\n\nThe supervisor's suggestions:\n{fence(suggestions)}\n\nRevise your simplification."
                     ),
                     step=f"{self._label(draft)}: content simplifier revising",
                     prompt_name="content_simplifier",
@@ -215,7 +219,7 @@ class _Desk:
     async def _metaphors(self, draft: _Draft, text: str) -> str:
         reply = await self.team.ask(
             "metaphor_analyst",
-            self._with_guideline(f"The paragraph to analyse:\n{text}"),
+            self._with_guideline(f"The paragraph to analyse:\n{fence(text)}"),
             step=f"{self._label(draft)}: metaphor analyst",
             schema=_METAPHOR_SCHEMA,
             schema_name="metaphors",
@@ -229,7 +233,7 @@ class _Desk:
     async def _terms(self, draft: _Draft, text: str) -> str:
         reply = await self.team.ask(
             "terminology_interpreter",
-            self._with_guideline(f"The paragraph to explain:\n{text}"),
+            self._with_guideline(f"The paragraph to explain:\n{fence(text)}"),
             step=f"{self._label(draft)}: terminology interpreter",
             schema=_TERMS_SCHEMA,
             schema_name="terms",
@@ -295,8 +299,9 @@ class _Desk:
         reply = await self.team.ask(
             "integrator",
             self._with_guideline(
-                f"Original paragraph:\n{draft.original}\n\nBasic simplification:\n{basic}\n\n"
-                f"Metaphors explained:\n{metaphors}\n\nTerms explained:\n{terms}\n\nFuse them into one paragraph."
+                f"Original paragraph:\n{fence(draft.original)}\n\nBasic simplification:\n{fence(basic)}\n\n"
+                f"Metaphors explained:\n{fence(metaphors)}\n\nTerms explained:\n{fence(terms)}\n\n"
+                "Fuse them into one paragraph."
             ),
             step=f"{self._label(draft)}: content integrator",
             schema=TEXT_SCHEMA,
@@ -310,7 +315,7 @@ class _Desk:
     async def _rework(self, role: str, drafts: list[_Draft], instruction: str, step: str) -> None:
         """One architect or proofreader call over consecutive paragraphs; its answer replaces them only when it
         has one paragraph per input paragraph (else the drafts stay as they were)."""
-        listing = "\n\n".join(f"[{number}]\n{draft.text}" for number, draft in enumerate(drafts, 1))
+        listing = "\n\n".join(f"[{number}]\n{fence(draft.text)}" for number, draft in enumerate(drafts, 1))
         try:
             reply = await self.team.ask(
                 role,

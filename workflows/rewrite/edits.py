@@ -3,19 +3,17 @@ file once rewrites are applied. Editor-agnostic; the server turns these spans in
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
 from margin.workflows.manuscript.source import normalize_uri
 
-from .preservation import latex_comments
+from .preservation import html_comment_spans, latex_comments
 from .types import Language
 
 # Footnotes sit inside their paragraph's span: rewriting both would overlap. They change with their paragraph.
 REWRITTEN_KINDS = frozenset({ParagraphKind.PARAGRAPH, ParagraphKind.LIST_ITEM, ParagraphKind.QUOTE})
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +73,7 @@ def carry_comments(original: str, rewrite: str, language: Language) -> str:
     if language is Language.LATEX:
         comments = latex_comments(original)
     else:
-        comments = [match.group(0) for match in _HTML_COMMENT.finditer(original)]
+        comments = [original[start:end] for start, end in html_comment_spans(original)]
     dropped = [comment for comment in comments if comment not in rewrite]
     if not dropped:
         return rewrite

@@ -21,7 +21,10 @@ from margin.workflows import readability
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import LLMError, Priority
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
+from margin.workflows.prompts import fence
 
+from .additions import neutralize
+from .preservation import describe
 from .team import Sampling, Team
 from .transcript import Transcript
 from .types import StepCallback, no_steps
@@ -168,7 +171,8 @@ async def write_lay_article_from(
     options = options or LayOptions()
     transcript = transcript if transcript is not None else Transcript("jrel")
     team = Team(llm, transcript, on_step, priority, sampling=JREL_SAMPLING)
-    paper_block = f"The paper{f' ({title})' if title else ''}:\n{paper}"
+    source = f"# {title}\n\n{paper}" if title else paper  # all of it the manuscript's words: fenced as data
+    paper_block = f"The paper:\n{fence(source)}"
     result = LayArticle(title=title, keep=options.keep)
     total = options.iterations
     try:
@@ -177,7 +181,7 @@ async def write_lay_article_from(
             f"{paper_block}\n\nWrite the article.",
             step="Journalist writing the first draft",
         )
-        article = article_of(draft.text)
+        article = _plain(article_of(draft.text), source, "the first draft", result)
         problem = "" if article else "the journalist's answer held no article"
         if draft.repetition:
             result.warnings.append(
@@ -199,32 +203,32 @@ async def write_lay_article_from(
                 notes = (
                     await team.ask(
                         "reader",
-                        f"The article:\n{previous}\n\nTake your notes.",
+                        f"The article:\n{fence(previous)}\n\nTake your notes.",
                         step=f"Reader taking notes, iteration {iteration}/{total}",
                     )
                 ).text
             if options.ablation not in ("no_editor", "no_collaboration"):
                 read = (
-                    f"The reader's notes:\n{notes}\n\nEvaluate the notes, then give your advice."
+                    f"The reader's notes:\n{fence(notes)}\n\nEvaluate the notes, then give your advice."
                     if notes
                     else ("Give your advice on how to make the article easier for a general reader.")
                 )
                 advice = (
                     await team.ask(
                         "editor",
-                        f"{paper_block}\n\nThe popular science article:\n{previous}\n\n{read}",
+                        f"{paper_block}\n\nThe popular science article:\n{fence(previous)}\n\n{read}",
                         step=f"Editor advising the journalist, iteration {iteration}/{total}",
                     )
                 ).text
             revision = await team.ask(
                 "journalist",
-                f"{paper_block}\n\nYour article:\n{previous}\n\n{_revision_input(advice, notes)}",
+                f"{paper_block}\n\nYour article:\n{fence(previous)}\n\n{_revision_input(advice, notes)}",
                 step=f"Journalist revising, iteration {iteration}/{total}",
             )
         except LLMError as error:
             transcript.note(f"iteration {iteration} stopped: {error}")
             break
-        revised = article_of(revision.text)
+        revised = _plain(article_of(revision.text), source, f"revision {iteration}", result)
         if revision.repetition:
             result.warnings.append(
                 f"revision {iteration} repeated itself ({revision.repetition}); the repeats were removed"
@@ -250,15 +254,35 @@ async def write_lay_article_from(
     return result
 
 
+def _plain(article: str, paper: str, which: str, result: LayArticle) -> str:
+    """The article with the markup the paper lacks made plain text: links, images, HTML, TeX commands, code. The
+    article is a file the user opens in a Markdown preview or converts with pandoc (which passes raw TeX on),
+    and the journalist is told to add none of it; refusing a whole version would lose the work, so what was
+    changed is said instead. Empty if something could not be made plain (then there is no article)."""
+    plain = neutralize(paper, article) if article else (article, [])
+    if plain is None:
+        result.warnings.append(f"{which} held markup that could not be made plain text; it was left out")
+        return ""
+    text, changed = plain
+    if changed:
+        result.warnings.append(
+            f"{which} added {describe(changed)} that the paper does not have; they were made plain text"
+        )
+    return text
+
+
 def _revision_input(advice: str, notes: str) -> str:
     """What the journalist revises from: the editor's advice, else the reader's notes, else nothing but its own
     draft (the ablations without the editor, or without any collaboration)."""
     if advice:
-        return f"The editor's advice:\n{advice}\n\nChoose and refine the most useful advice, then rewrite the article."
+        return (
+            f"The editor's advice:\n{fence(advice)}\n\nChoose and refine the most useful advice, then rewrite the "
+            "article."
+        )
     if notes:
         return (
-            f"A general reader's notes on your article:\n{notes}\n\nWhere the notes show the reader misunderstood "
-            "or missed something, make the article clearer. Rewrite the article."
+            f"A general reader's notes on your article:\n{fence(notes)}\n\nWhere the notes show the reader "
+            "misunderstood or missed something, make the article clearer. Rewrite the article."
         )
     return "Revise your article so that a general reader finds it easier to read. Rewrite the article."
 

@@ -29,7 +29,6 @@ EXPLAINABLE = frozenset({MATH, MACRO, CODE})
 
 # A % starts a comment after an even number of backslashes (\\% is a line break, then a comment).
 _LATEX_COMMENT = re.compile(r"(?<!\\)((?:\\\\)*)(%[^\n]*)")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _LATEX_CITE = re.compile(
     r"\\(?P<name>[a-zA-Z]*[Cc]ite[a-zA-Z]*|nocite)\*?\s*(?:\[[^\]]*\]\s*){0,2}\{(?P<keys>[^{}]*)\}"
 )
@@ -51,8 +50,10 @@ _LATEX_NOT_MACROS = frozenset(
 
 _MD_CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 _MD_MATH = re.compile(r"(?<![\\$])\$(?!\s)([^$\n]+?)(?<![\s\\])\$(?!\d)|\$\$(.+?)\$\$", re.S)
+# Possessive (*+, ++): giving characters back could never produce the "]", ")", space or ">" that must come next,
+# and without them a hostile text ("![a](" repeated) takes cubic time.
 _MD_IMAGE_OR_LINK = re.compile(
-    r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'(][^)]*[\"')])?\s*\)"
+    r"!?\[(?:[^\[\]]|\[[^\]]*+\])*+\]\(\s*+<?([^)\s>]++)>?(?:\s+[\"'(][^)]*[\"')])?\s*\)"
 )
 _MD_REFERENCE_LINK = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])+\]\[([^\]]+)\]")
 _MD_AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]+)>")
@@ -62,6 +63,7 @@ _MD_CITATION = re.compile(r"(?<![\w@.])-?@\{?([A-Za-z0-9_](?:[\w:.#$%&+?<>~/-]*\
 _CROSSREF_PREFIXES = ("fig:", "tbl:", "sec:", "eq:", "lst:")
 _WHITESPACE = re.compile(r"\s+")
 _NOUNS = {MATH: "math span", CODE: "code span", HIDDEN: "passage hidden by an unescaped %"}
+_PLURALS = {"trailing backslash": "trailing backslashes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,7 @@ def _mask_urls(source: str) -> str:
 
 def without_comments(source: str, language: Language) -> str:
     if language is Language.MARKDOWN:
-        return _HTML_COMMENT.sub(" ", source)
+        return " ".join(source[start:end] for start, end in _outside(source, html_comment_spans(source)))
     return _LATEX_COMMENT.sub(lambda match: match.group(1), _mask_urls(source)).replace("\x00", "%")
 
 
@@ -196,13 +198,38 @@ def missing_elements(
 
 
 def describe(lost: list[Element]) -> str:
-    """'2 citations (\\cite{a}, \\cite{b}) and 1 math span ($x$)' for messages to users and repair prompts."""
+    """'2 citations (\\cite{a}, \\cite{b}) and 1 math span ($x$)' for messages to users and repair prompts.
+    Each text is shown on one line: a message is one line, and a repair prompt's list cannot grow headings."""
     groups: dict[str, list[str]] = {}
     for element in lost:
-        groups.setdefault(element.kind, []).append(element.text)
+        groups.setdefault(element.kind, []).append(" ".join(element.text.split()))
     parts = []
     for kind, texts in groups.items():
         shown = ", ".join(texts[:4]) + (", ..." if len(texts) > 4 else "")
-        noun = _NOUNS.get(kind, kind) + ("" if len(texts) == 1 else "s")
+        noun = _NOUNS.get(kind, kind)
+        noun = noun if len(texts) == 1 else _PLURALS.get(noun, noun + "s")
         parts.append(f"{len(texts)} {noun} ({shown})")
     return " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def html_comment_spans(text: str) -> list[tuple[int, int]]:
+    """Where each closed <!-- ... --> is. Linear: a lazy regex rescans to the end from every unclosed "<!--"."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    while (start := text.find("<!--", position)) >= 0:
+        end = text.find("-->", start + 4)
+        if end < 0:
+            break  # no "-->" after this one, so none after any later "<!--" either
+        spans.append((start, end + 3))
+        position = end + 3
+    return spans
+
+
+def _outside(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches of `text` between `spans` (sorted, not overlapping)."""
+    pieces, position = [], 0
+    for start, end in spans:
+        pieces.append((position, start))
+        position = end
+    pieces.append((position, len(text)))
+    return pieces

@@ -6,9 +6,11 @@ import re
 from typing import Any
 
 from margin.workflows.llm.types import LLMError
+from margin.workflows.prompts import fence
 
+from .additions import added_elements
 from .edits import carry_comments
-from .preservation import describe, missing_elements
+from .preservation import Element, describe, missing_elements
 from .team import Team
 from .types import Language, Rewrite, RewriteStatus
 
@@ -28,7 +30,7 @@ TEXT_SCHEMA: dict[str, Any] = {
     },
     "required": ["text"],
 }
-_FENCE = re.compile(r"^\s*```[\w-]*\n(.*?)\n?```\s*$", re.S)
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})[\w-]*\n(.*?)\n?\1\s*$", re.S)  # models echo our fences too
 _TITLE = re.compile(
     r"^\s*(?:#+\s*)?\**(?:latest simplification|simplified (?:text|paragraph)|text)\**\s*:?\s*\n", re.I
 )
@@ -39,7 +41,7 @@ def clean_text(text: str) -> str:
     text = text.strip()
     fenced = _FENCE.match(text)
     if fenced:
-        text = fenced.group(1).strip()
+        text = fenced.group(2).strip()
     return _TITLE.sub("", text, count=1).strip()
 
 
@@ -57,11 +59,43 @@ def language_rules(language: Language) -> str:
     if language is Language.LATEX:
         return (
             "The text is LaTeX source. Keep every \\cite, \\ref, \\label, \\url, math span ($...$) and other "
-            "command exactly as written, with its arguments; change only the words around them."
+            "command exactly as written, with its arguments; change only the words around them. Add no command, "
+            "environment, link or comment that the text does not already have (\\emph, \\textbf and \\textit "
+            "are fine)."
         )
     return (
         "The text is Markdown. Keep every citation (@key), link and its URL, footnote marker, math span ($...$) "
-        "and code span exactly as written; change only the words around them."
+        "and code span exactly as written; change only the words around them. Add no link, image, HTML, code "
+        "or LaTeX command that the text does not already have."
+    )
+
+
+# A simplification far longer than its paragraph is no simplification; refusing it also bounds what the checks
+# below read by the size of the author's paragraph, whatever a model sends back.
+_MAX_GROWTH, _GROWTH_SLACK = 5, 2_000
+
+
+def _problems(lost: list[Element], added: list[Element]) -> str:
+    """'lost 1 citation (\\cite{k}) and added 1 file or shell command (\\input{x})' for the user's message."""
+    parts = ([f"lost {describe(lost)}"] if lost else []) + ([f"added {describe(added)}"] if added else [])
+    return " and ".join(parts)
+
+
+def _repair_request(
+    original: str, candidate: str, language: Language, lost: list[Element], added: list[Element]
+) -> str:
+    """What the repair asks for: the lost elements back, the added ones out, nothing else changed."""
+    asks = []
+    if lost:
+        asks.append(f"Your rewrite lost {describe(lost)}. Put each of them back where it belongs.")
+    if added:
+        asks.append(
+            f"Your rewrite added {describe(added)}, which the original does not have. Take each of them out, "
+            "keeping only the plain words."
+        )
+    return (
+        f"{language_rules(language)}\n\nOriginal:\n{fence(original)}\n\nYour rewrite:\n{fence(candidate)}\n\n"
+        f"{' '.join(asks)} Change nothing else. Answer with the whole repaired text."
     )
 
 
@@ -84,32 +118,44 @@ async def finalize(
         return Rewrite(
             original, original, RewriteStatus.FAILED, "the agents produced no text", failures=failures
         )
+    if len(candidate) > _MAX_GROWTH * len(original) + _GROWTH_SLACK:
+        message = (
+            f"not applied: the rewrite is {len(candidate) // max(len(original), 1)} times as long as the text"
+        )
+        team.transcript.note(message)
+        return Rewrite(original, original, RewriteStatus.REFUSED, message, failures=failures)
     lost = missing_elements(original, candidate, language, explained)
-    if lost:
-        team.transcript.note(f"the rewrite lost {describe(lost)}; asking the {role} to repair it once")
+    added = added_elements(original, candidate, language)
+    if lost or added:
+        team.transcript.note(f"the rewrite {_problems(lost, added)}; asking the {role} to repair it once")
         try:
             repaired = await team.ask(
                 role,
-                (
-                    f"{language_rules(language)}\n\nOriginal:\n{original}\n\nYour rewrite:\n{candidate}\n\n"
-                    f"Your rewrite lost {describe(lost)}. Put each of them back where it belongs and change "
-                    "nothing else. Answer with the whole repaired text."
-                ),
+                _repair_request(original, candidate, language, lost, added),
                 step="Repairing the rewrite",
                 prompt_name="repair",
                 schema=TEXT_SCHEMA,
                 schema_name="rewrite",
             )
-            candidate = clean_text(str(repaired.data.get("text", "")))
-            explained = {**(explained or {}), **explained_of(repaired.data)}
-            lost = missing_elements(original, candidate, language, explained) if candidate else lost
+            repaired_text = clean_text(str(repaired.data.get("text", "")))
+            if repaired_text and len(repaired_text) <= _MAX_GROWTH * len(original) + _GROWTH_SLACK:
+                candidate = repaired_text
+                explained = {**(explained or {}), **explained_of(repaired.data)}
+                lost = missing_elements(original, candidate, language, explained)
+                added = added_elements(original, candidate, language)
         except LLMError as error:
             failures.append(str(error))
-    if lost:
-        message = f"not applied: the rewrite would have lost {describe(lost)}"
+    if lost or added:
+        message = f"not applied: the rewrite would have {_problems(lost, added)}"
         team.transcript.note(message)
         return Rewrite(
-            original, original, RewriteStatus.REFUSED, message, [str(item) for item in lost], failures
+            original,
+            original,
+            RewriteStatus.REFUSED,
+            message,
+            [str(item) for item in lost],
+            failures,
+            added=[str(item) for item in added],
         )
     if candidate.strip() == original.strip():
         return Rewrite(

@@ -17,9 +17,10 @@ from typing import Any
 
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import FailureKind, LLMError, Priority
+from margin.workflows.prompts import fence
 
 from .safety import TEXT_SCHEMA, clean_text, explained_of, finalize, language_rules
-from .team import Team
+from .team import Team, log_turn
 from .transcript import Transcript
 from .types import Language, Rewrite, RewriteStatus, StepCallback, no_steps
 
@@ -183,15 +184,13 @@ class _Society:
     def memory(self) -> str:
         """The log, bounded: the original text (always) and the most recent turns."""
         recent = self.log[1:][-_MEMORY_TURNS:]
-        return "\n".join([*self.log[:1], *recent])
+        return "\n\n".join([*self.log[:1], *recent])
 
     def remember(self, who: str, what: str) -> None:
-        self.log.append(f"{who}: {what}")
+        self.log.append(log_turn(who, what))
 
     def _task(self, instruction: str) -> str:
-        return (
-            f"{language_rules(self.language)}\n\nCurrent version of the text:\n{self.text}\n\n{instruction}"
-        )
+        return f"{language_rules(self.language)}\n\nCurrent version of the text:\n{fence(self.text)}\n\n{instruction}"
 
     def _accept(self, data: Any, who: str) -> bool:
         text = clean_text(str(data.get("text", ""))) if isinstance(data, dict) else ""
@@ -200,7 +199,7 @@ class _Society:
         self.text = text
         self.explained.update(explained_of(data))
         self.rewrites += 1
-        self.remember(who, f"Latest simplification:\n{text}")
+        self.remember(f"{who} (latest simplification)", text)
         return True
 
     # -- the agent selector ---------------------------------------------------------------------------------------
@@ -215,7 +214,7 @@ class _Society:
                 (
                     f"Loops that may still run: {', '.join(available)}.\n"
                     f"Loops run so far: {', '.join(f'{loop} {count}x' for loop, count in self.entered.items())}.\n"
-                    f"Current version of the text:\n{self.text}\n\nWhich loop should run next?"
+                    f"Current version of the text:\n{fence(self.text)}\n\nWhich loop should run next?"
                 ),
                 step=f"Agent selector choosing the next loop ({turn}/{turns})",
                 schema={
@@ -242,8 +241,8 @@ class _Society:
         limit = self.options.loop_limit
         questions_reply = await self.team.ask(
             "layperson",
-            f"The text:\n{self.text}\n\nAsk at least {self.options.min_questions} questions about what you do not "
-            "understand in it.",
+            f"The text:\n{fence(self.text)}\n\nAsk at least {self.options.min_questions} questions about what you do "
+            "not understand in it.",
             step=f"Layperson asking questions, loop {number}/{limit}",
             schema=_QUESTIONS_SCHEMA,
             schema_name="questions",
@@ -254,10 +253,10 @@ class _Society:
                 f"the layperson asked {len(questions)} question(s), fewer than asked for"
             )
         numbered = "\n".join(f"{index}. {question}" for index, question in enumerate(questions, 1))
-        self.remember("Layperson", f"My questions:\n{numbered}")
+        self.remember("Layperson (my questions)", numbered)
         answers_reply = await self.team.ask(
             "expert",
-            self._task(f"The reader's questions:\n{numbered}\n\nAnswer each question briefly."),
+            self._task(f"The reader's questions:\n{fence(numbered)}\n\nAnswer each question briefly."),
             step=f"Expert answering the layperson, loop {number}/{limit}",
             schema=_ANSWERS_SCHEMA,
             schema_name="answers",
@@ -267,11 +266,11 @@ class _Society:
             f"- {item.get('question', '')}: {item.get('answer', '')}"
             for item in answers_reply.data["answers"]
         )
-        self.remember("Expert", f"Answers:\n{answers}")
+        self.remember("Expert (answers)", answers)
         rewrite = await self.team.ask(
             "simplifier",
             self._task(
-                f"The expert's clarifications:\n{answers}\n\nThink step by step about how each clarification fits "
+                f"The expert's clarifications:\n{fence(answers)}\n\nThink step by step about how each clarification fits "
                 'into the text (put this under "reasoning"), then rewrite the whole text in a simpler form that '
                 "answers the reader's questions."
             ),
@@ -288,7 +287,8 @@ class _Society:
         for round_ in range(1, self.options.accuracy_rounds + 1):
             verdict = await self.team.ask(
                 "expert",
-                f"Original text:\n{self.original}\n\nRewritten text:\n{self.text}\n\nIs the rewrite accurate? "
+                f"Original text:\n{fence(self.original)}\n\nRewritten text:\n{fence(self.text)}\n\n"
+                "Is the rewrite accurate? "
                 "If not, list what is wrong.",
                 step=f"Expert checking accuracy, loop {number}/{self.options.loop_limit}",
                 schema=_ACCURACY_SCHEMA,
@@ -300,11 +300,11 @@ class _Society:
                 self.remember("Expert", "The rewrite is accurate.")
                 return
             listing = "\n".join(f"- {comment}" for comment in comments)
-            self.remember("Expert", f"The rewrite is not accurate:\n{listing}")
+            self.remember("Expert (the rewrite is not accurate)", listing)
             corrected = await self.team.ask(
                 "simplifier",
                 self._task(
-                    f"The expert found these inaccuracies:\n{listing}\n\nCorrect them in the whole text."
+                    f"The expert found these inaccuracies:\n{fence(listing)}\n\nCorrect them in the whole text."
                 ),
                 step=f"Simplifier correcting inaccuracies (round {round_})",
                 schema=TEXT_SCHEMA,
@@ -333,11 +333,11 @@ class _Society:
                 f'{index}. [{item["kind"]}] "{item["original"]}" -> "{item["replacement"]}"'
                 for index, item in enumerate(pending, 1)
             )
-            self.remember("Language clarifier", f"Suggested substitutions:\n{listing}")
+            self.remember("Language clarifier (suggested substitutions)", listing)
             review = await self.team.ask(
                 "simplifier",
                 self._task(
-                    f"The language clarifier suggests:\n{listing}\n\nAccept or reject each suggestion by its number, "
+                    f"The language clarifier suggests:\n{fence(listing)}\n\nAccept or reject each suggestion by its number, "
                     "with a reason, and give the whole text with the accepted ones applied."
                 ),
                 step=f"Simplifier reviewing substitutions, loop {number}/{limit}, round {round_}",
@@ -368,10 +368,10 @@ class _Society:
                 f'- "{item["original"]}" -> "{item["replacement"]}": rejected because {reason or "no reason given"}'
                 for item, reason in rejected
             )
-            self.remember("Simplifier", f"Rejected:\n{reasons}")
+            self.remember("Simplifier (rejected)", reasons)
             revised = await self.team.ask(
                 "clarifier",
-                self._task(f"The simplifier rejected these substitutions:\n{reasons}\n\nRevise them."),
+                self._task(f"The simplifier rejected these substitutions:\n{fence(reasons)}\n\nRevise them."),
                 step=f"Language clarifier revising rejected substitutions, loop {number}/{limit}",
                 schema=_SUGGESTIONS_SCHEMA,
                 schema_name="suggestions",
@@ -406,11 +406,11 @@ class _Society:
         listing = "\n".join(
             f'{index}. "{quote}" ({reason})' for index, (quote, reason) in enumerate(removals, 1)
         )
-        self.remember("Redundancy checker", f"Proposed removals:\n{listing}")
+        self.remember("Redundancy checker (proposed removals)", listing)
         verdicts = await self.team.ask(
             "expert",
             self._task(
-                f"The redundancy checker proposes removing:\n{listing}\n\nFor each, by its number, say whether it "
+                f"The redundancy checker proposes removing:\n{fence(listing)}\n\nFor each, by its number, say whether it "
                 "can be removed without losing essential content, and why."
             ),
             step=f"Expert vetoing removals of essential content, loop {number}/{limit}",
@@ -431,7 +431,7 @@ class _Society:
         listing = "\n".join(f'- "{quote}"' for quote in approved)
         removal = await self.team.ask(
             "simplifier",
-            self._task(f"Remove exactly these parts and keep the sentences grammatical:\n{listing}"),
+            self._task(f"Remove exactly these parts and keep the sentences grammatical:\n{fence(listing)}"),
             step=f"Simplifier removing redundant words, loop {number}/{limit}",
             schema=TEXT_SCHEMA,
             schema_name="rewrite",

@@ -10,7 +10,7 @@ from typing import Any
 
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import Completion, LLMError, Priority, Request
-from margin.workflows.prompts import render
+from margin.workflows.prompts import fence, role_prompt
 
 from .transcript import Transcript, Turn
 from .types import StepCallback, no_steps
@@ -25,6 +25,12 @@ class Sampling:
     frequency_penalty: float | None = None
 
 
+def log_turn(who: str, what: str) -> str:
+    """One turn of a conversation log that agents read: who spoke (ours), then what they said, fenced (the
+    manuscript's words or a model's). Appending turns never changes earlier ones: the log's prefix stays cached."""
+    return f"{who}:\n{fence(what)}"
+
+
 @dataclass
 class Team:
     llm: LLMClient
@@ -37,7 +43,7 @@ class Team:
     sampling: Sampling = field(default_factory=lambda: Sampling())  # the pipeline's, from its paper
 
     def system(self, prompt_name: str) -> dict[str, str]:
-        return {"role": "system", "content": render(prompt_name, **self.words)}
+        return {"role": "system", "content": role_prompt(prompt_name, **self.words)}
 
     async def ask(
         self,
@@ -57,8 +63,8 @@ class Team:
         Raises LLMError after recording it; the pipeline decides what a failed turn means."""
         self.on_step(step)
         messages = [self.system(prompt_name or role)]
-        if memory:
-            messages.append({"role": "user", "content": f"The conversation so far:\n{memory}"})
+        if memory:  # its turns are fenced one by one (see log_turn()): a turn cannot pass for another speaker
+            messages.append({"role": "user", "content": f"The conversation so far:\n\n{memory}"})
             messages.append({"role": "assistant", "content": "Understood."})
         messages.append({"role": "user", "content": user})
         started = time.monotonic()

@@ -27,7 +27,7 @@ class Language(StrEnum):
 class RewriteStatus(StrEnum):
     REWRITTEN = "rewritten"
     UNCHANGED = "unchanged"  # the agents found nothing to change
-    REFUSED = "refused"  # the rewrite would have lost a citation, reference, label, math or link
+    REFUSED = "refused"  # the rewrite would lose a citation, math or a link, or add a command, link or tag
     FAILED = "failed"  # the models did not produce a usable rewrite
 
 
@@ -42,6 +42,7 @@ class Rewrite:
     message: str = ""
     missing: list[str] = field(default_factory=list)  # what a refused rewrite would have lost
     failures: list[str] = field(default_factory=list)  # model failures met on the way (the run went on)
+    added: list[str] = field(default_factory=list)  # what a refused rewrite would have added (commands...)
 
     @property
     def changed(self) -> bool:
