@@ -4,19 +4,25 @@ beside the papers' own figures."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from margin.workflows.evaluation.datasets import METHODS, DatasetError, load_examples
 
 from . import exit_status
 
 if TYPE_CHECKING:
+    from margin.workflows.evaluation.runner import ResultStore
+
     from .settings import Settings
 
 EXIT_OK, EXIT_USAGE, EXIT_MISSING = exit_status.OK, exit_status.USAGE, exit_status.MISSING_DATA
 EVAL_EXTRA_HINT = "pip install 'margin[eval]'"
+PREDICTIONS = "predictions.jsonl"
+REPORTS = ("summary.json", "report.md", "readability_by_iteration.png")  # replaced by every run
 
 
 def add_command(commands: argparse._SubParsersAction, llm_options: object) -> None:  # type: ignore[type-arg]
@@ -53,6 +59,99 @@ class ProgressBar:
         sys.stderr.flush()
 
 
+def check_out_folder(folder: Path) -> None:
+    """Before any model call (OutputProblem): margin can create files in `folder` (made if missing), appends
+    predictions to a file of its own, and replaces reports only in the folder of an earlier `margin eval` run
+    (one with predictions): never a user's summary.json or report.md in a folder given to --out by mistake."""
+    from margin.workflows.rewrite.output import OutputProblem, check_folder
+
+    check_folder(folder, create=True)
+    predictions = folder / PREDICTIONS
+    if predictions.is_symlink() or (predictions.exists() and not predictions.is_file()):
+        raise OutputProblem(f"{predictions} is not a file of margin's; choose another --out")
+    for name in REPORTS:
+        report = folder / name
+        if report.is_dir():
+            raise OutputProblem(f"{report} is a folder; choose another --out")
+        if os.path.lexists(report) and not predictions.exists():
+            raise OutputProblem(
+                f"{report} exists and {folder} holds no earlier eval run; choose another --out"
+            )
+
+
+def _kept_store(folder: Path, key: str) -> ResultStore:
+    """The run's predictions.jsonl, appended safely (output.append_line: never through a link). An append that
+    fails (the disk filled up meanwhile) does not end the run: the record stays in memory (`write_error`) and
+    every prediction is saved elsewhere at the end."""
+    from margin.workflows.evaluation.runner import ResultStore
+    from margin.workflows.rewrite.output import append_line
+
+    class KeptStore(ResultStore):
+        write_error: OSError | None = None
+
+        def add(self, record: dict[str, Any]) -> None:
+            # ResultStore.add, with the append through append_line and its failure remembered, not raised.
+            if self.key:
+                record = {**record, "run": self.key}
+            self.records[str(record["id"])] = record
+            try:
+                append_line(self.path, json.dumps(record, ensure_ascii=False) + "\n")
+            except OSError as error:
+                self.write_error = self.write_error or error
+
+    return KeptStore(folder, key)
+
+
+def _save_predictions(store: ResultStore) -> int:
+    """OK, or (after saying why) the status for predictions that could not be appended during the run: then
+    all of them are kept in a new file beside predictions.jsonl, else in margin's cache folder, else on stdout."""
+    from margin.workflows.rewrite.output import reason, rescue
+
+    from .rewrite_cli import EXIT_NOT_WRITTEN, print_or_keep
+
+    error: OSError | None = getattr(store, "write_error", None)
+    if error is None:
+        return EXIT_OK
+    print(f"margin: cannot append predictions to {store.path}: {reason(error)}", file=sys.stderr)
+    lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in store.records.values())
+    what = f"all {len(store.records)} prediction(s)"
+    kept = rescue(lines, store.path, error)
+    if kept.saved is not None:
+        print(f"margin: {what} saved to {kept.saved} instead", file=sys.stderr)
+    else:
+        print(f"margin: {what} could not be saved anywhere; they follow on stdout", file=sys.stderr)
+        print_or_keep(lines, store.path.name, "the predictions")
+    return EXIT_NOT_WRITTEN
+
+
+def _write_reports(folder: Path, result: dict[str, Any], by_iteration: dict[int, dict[str, float]]) -> int:
+    """summary.json, report.md and the lay plot, each replaced atomically (output.write_file). A write that fails
+    now keeps its text elsewhere; the plot is only said (the same command draws it again without model calls)."""
+    from margin.workflows.evaluation import report
+    from margin.workflows.rewrite.output import reason, write_file
+
+    from .rewrite_cli import EXIT_NOT_WRITTEN, write_or_keep
+
+    status = EXIT_OK
+    texts = {
+        "summary.json": (json.dumps(result, indent=2, ensure_ascii=False) + "\n", "the summary"),
+        "report.md": (report.markdown(result), "the report"),
+    }
+    for name, (text, what) in texts.items():
+        if write_or_keep(text, folder / name, what, force=True) is None:
+            status = EXIT_NOT_WRITTEN
+    if by_iteration:
+        path = folder / "readability_by_iteration.png"
+        try:
+            write_file(path, lambda temporary: report.plot_iterations(by_iteration, temporary), force=True)
+        except OSError as error:
+            print(f"margin: cannot write the plot to {path}: {reason(error)}", file=sys.stderr)
+            status = EXIT_NOT_WRITTEN
+        else:
+            print(f"margin: readability per iteration plotted in {path}", file=sys.stderr)
+    return status
+
+
 async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
     try:
         from margin.workflows.evaluation import report, runner, scoring
@@ -85,7 +184,14 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
         web=online.web,
         scholarly=online.scholarly,
     )
-    store = runner.ResultStore(folder, runner.run_key(method, config, options))
+    from margin.workflows.rewrite.output import OutputProblem
+
+    try:
+        check_out_folder(folder)
+    except OutputProblem as error:
+        print(f"margin: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    store = _kept_store(folder, runner.run_key(method, config, options))
     if store.other_settings:
         print(
             f"margin: {store.other_settings} earlier prediction(s) in {store.path} came from other settings or "
@@ -104,13 +210,9 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
     result = report.summary(method, name, len(examples), scored, scoring.score(method, examples, scored))
     result["usage"] = usage.to_json()
     result["resumed"] = len(examples) - ran
-    report.write(folder, result)
-    if method == "lay":
-        plotted = report.plot_iterations(
-            scoring.readability_by_iteration(scored), folder / "readability_by_iteration.png"
-        )
-        if plotted is not None:
-            print(f"margin: readability per iteration plotted in {plotted}", file=sys.stderr)
+    written = _save_predictions(store)
+    by_iteration = scoring.readability_by_iteration(scored) if method == "lay" else {}
+    written = exit_status.worst(written, _write_reports(folder, result, by_iteration))
     print(report.markdown(result))
     print(
         f"margin: {ran} example(s) run now, {len(examples) - ran} kept from an earlier run; {usage.summary()}; "
@@ -125,4 +227,5 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
     status = exit_status.model_status(usage)
-    return status if status != EXIT_OK or not failed else exit_status.MODEL_CALLS_FAILED
+    status = status if status != EXIT_OK or not failed else exit_status.MODEL_CALLS_FAILED
+    return exit_status.worst(status, written)

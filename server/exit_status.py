@@ -14,20 +14,24 @@ if TYPE_CHECKING:
 
 OK = 0
 UNREADABLE = 1  # a file could not be read (the others were still handled)
-USAGE = 2  # wrong arguments, or an output that exists without --force
+USAGE = 2  # wrong arguments, or an output location that cannot be used (checked before any model call)
 NO_MODEL = 3  # no model answered at all: nothing listens at the endpoint, or the model server crashed
 NOT_REWRITTEN = 4  # simplify or lay: nothing was rewritten, and nothing written
 MISSING_DATA = 5  # eval: the dataset is not there
 MODEL_CALLS_FAILED = 6  # some model calls failed: the output is incomplete
+NOT_WRITTEN = 7  # the output could not be written where asked; the generated text was kept elsewhere
 
 DOCUMENTED = {
     OK: "everything ran and every model call was answered",
     UNREADABLE: "a file could not be read (the others were still handled)",
-    USAGE: "wrong arguments, or an output file exists and --force was not given",
+    USAGE: "wrong arguments, or an output location that cannot be used (a missing or read-only folder, a file "
+    "that exists without --force), found before any model call",
     NO_MODEL: "no model answered: nothing listens at the endpoint, or the model server crashed",
     NOT_REWRITTEN: "simplify or lay: nothing was rewritten, so nothing was written",
     MISSING_DATA: "eval: the dataset is not there",
     MODEL_CALLS_FAILED: "some model calls failed, so the output is incomplete (stderr says which and why)",
+    NOT_WRITTEN: "the output could not be written where asked (the disk filled up, the folder went away); the "
+    "generated text was saved beside it or in the user cache folder, and stderr says where",
 }
 
 
@@ -53,7 +57,7 @@ def model_status(usage: Usage) -> int:
 
 def worst(*statuses: int) -> int:
     """The status to exit with when several apply: a missing model explains the rest."""
-    order = (NO_MODEL, UNREADABLE, NOT_REWRITTEN, MISSING_DATA, MODEL_CALLS_FAILED, USAGE, OK)
+    order = (NO_MODEL, UNREADABLE, NOT_REWRITTEN, MISSING_DATA, NOT_WRITTEN, MODEL_CALLS_FAILED, USAGE, OK)
     for status in order:
         if status in statuses:
             return status

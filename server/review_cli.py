@@ -13,12 +13,12 @@ from margin.workflows.feedback.pipeline import review_manuscript
 from margin.workflows.feedback.types import Mode, ParagraphReview
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.manuscript.discovery import load_paths
-from margin.workflows.manuscript.loader import ManuscriptLoader
 from margin.workflows.manuscript.model import Manuscript
-from margin.workflows.manuscript.sources import SourceProvider
 
 from . import exit_status
+from .reading import command_line_loader
 from .render import relative_file
+from .rewrite_cli import EXIT_NOT_WRITTEN, print_or_keep
 from .sarif import sarif_log
 from .settings import Settings
 
@@ -89,7 +89,7 @@ def as_text(
 
 
 async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
-    loader = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes))
+    loader = command_line_loader(settings, arguments.files)
     llm = LLMClient(settings.llm_config())
     # review.mode "auto": fast on the embedded model, full on a model server
     options = settings.review_options(await llm.pool.kind_of(llm.config.default))
@@ -128,22 +128,25 @@ async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
     finally:
         await llm.close()
     if arguments.format == "json":
-        print(
-            json.dumps(
-                {
-                    "findings": records,
-                    "reviewed_paragraphs": reviewed,
-                    "unreviewed_paragraphs": unreviewed,
-                    "usage": usage.to_json(),
-                },
-                indent=2,
-                ensure_ascii=False,
-            )
+        text = json.dumps(
+            {
+                "findings": records,
+                "reviewed_paragraphs": reviewed,
+                "unreviewed_paragraphs": unreviewed,
+                "usage": usage.to_json(),
+            },
+            indent=2,
+            ensure_ascii=False,
         )
     elif arguments.format == "sarif":
-        print(json.dumps(sarif_log(records), indent=2, ensure_ascii=False))
+        text = json.dumps(sarif_log(records), indent=2, ensure_ascii=False)
     else:
-        print(as_text(records, reviewed, unreviewed, usage.wall_seconds))
+        text = as_text(records, reviewed, unreviewed, usage.wall_seconds)
+    # review writes no file: its output is stdout, which may be a redirection to a full disk. The review the
+    # models paid for is then kept in a file (margin's cache folder) rather than lost.
+    suffix = "txt" if arguments.format == "text" else arguments.format
+    if not print_or_keep(text + "\n", f"review.{suffix}", "the review"):
+        status = exit_status.worst(status, EXIT_NOT_WRITTEN)
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)
     return exit_status.worst(status, exit_status.model_status(usage))

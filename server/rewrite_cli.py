@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,10 +49,9 @@ class StepLine:
 
 
 def _load(path: Path, settings: Settings) -> Manuscript:
-    from margin.workflows.manuscript.loader import ManuscriptLoader
-    from margin.workflows.manuscript.sources import SourceProvider
+    from .reading import command_line_loader
 
-    manuscript, warnings = ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes)).load_path(path)
+    manuscript, warnings = command_line_loader(settings, [path]).load_path(path)
     for warning in warnings:
         print(f"margin: {warning}", file=sys.stderr)
     return manuscript
@@ -102,30 +100,74 @@ def _method(arguments: argparse.Namespace, single: bool, settings: Settings) -> 
     return settings.values["simplify.paragraphMethod"] if single else AGENTSIMP
 
 
-def _taken_outputs(arguments: argparse.Namespace) -> Path | None:
-    """An output the user named that exists and may not be replaced: checked before any model call."""
-    if arguments.force:
+# A write that fails after the model work: the text was kept elsewhere, and stderr says where.
+EXIT_NOT_WRITTEN = exit_status.NOT_WRITTEN
+
+
+def _check_outputs(arguments: argparse.Namespace, default: Path | None = None) -> None:
+    """Every file this run will write, checked before any model call (OutputProblem): a bad output found after
+    the model work would lose it. `default` is the file written beside the input when no -o is given."""
+    from margin.workflows.rewrite.output import OutputProblem, check_folder, check_output
+
+    named = [path for path in (arguments.output, arguments.transcript) if path is not None]
+    if len(named) == 2 and named[0].resolve() == named[1].resolve():
+        raise OutputProblem(f"-o and --transcript both name {named[0]}; give them different files")
+    for path in named:
+        check_output(path, arguments.force)
+    if default is not None and arguments.output is None:
+        check_folder(default.parent, create=True, target=default)
+
+
+def write_or_keep(text: str, path: Path, what: str, force: bool = False, beside: bool = False) -> Path | None:
+    """Write `what` to `path` (with `beside`: there or to a numbered name beside it). If that fails now, after
+    the model work (the disk filled up, the folder went away), keep the text elsewhere, say where and the OS's
+    reason on stderr, and return None."""
+    from margin.workflows.rewrite.output import create_beside, reason, rescue, write_output
+
+    try:
+        return create_beside(path, text) if beside else write_output(path, text, force=force)
+    except OSError as error:
+        kept = rescue(text, path, error)
+        if kept.saved is not None:
+            print(
+                f"margin: cannot write {what} to {path}: {reason(error)}; saved to {kept.saved} instead",
+                file=sys.stderr,
+            )
+            return None
+        print(
+            f"margin: cannot write {what} to {path}: {reason(error)}, nor anywhere else; it follows on stdout",
+            file=sys.stderr,
+        )
+        print_or_keep(text, path.name, what)
         return None
-    for path in (arguments.output, arguments.transcript):
-        if path is not None and path.exists():
-            return path
-    return None
 
 
-def _save_transcript(transcript: Transcript, arguments: argparse.Namespace) -> None:
-    from margin.workflows.rewrite.output import write_output
+def print_or_keep(text: str, name: str, what: str) -> bool:
+    """Print `text` on stdout; False (after saying where it went instead, and why) when stdout cannot take it."""
+    from margin.workflows.rewrite.output import print_or_rescue, reason
 
+    kept = print_or_rescue(text, name)
+    if kept is None:
+        return True
+    where = f"saved to {kept.saved} instead" if kept.saved is not None else "it could not be saved anywhere"
+    print(f"margin: cannot print {what}: {reason(kept.error)}; {where}", file=sys.stderr)
+    return False
+
+
+def _save_transcript(transcript: Transcript, arguments: argparse.Namespace) -> int:
     if arguments.transcript is None:
-        return
-    text = json.dumps(transcript.to_json(), indent=2, ensure_ascii=False) + "\n"
-    written = write_output(arguments.transcript, text, force=arguments.force)
+        return exit_status.OK
+    written = write_or_keep(transcript.text(), arguments.transcript, "the transcript", force=arguments.force)
+    if written is None:
+        return EXIT_NOT_WRITTEN
     print(f"margin: transcript written to {written}", file=sys.stderr)
+    return exit_status.OK
 
 
 async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int:
     from margin.workflows.llm.client import LLMClient
     from margin.workflows.rewrite.edits import apply_rewrites
-    from margin.workflows.rewrite.output import write_output
+    from margin.workflows.rewrite.output import OutputProblem
     from margin.workflows.rewrite.simplify import simplify_targets
     from margin.workflows.rewrite.transcript import Transcript
     from margin.workflows.rewrite.types import RewriteStatus
@@ -134,15 +176,12 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
     try:
         manuscript = _load(path, settings)
         targets, single = _chosen(manuscript, path.resolve(), arguments)
+        _check_outputs(arguments)
     except UnreadableFile as error:
         print(f"margin: {error}", file=sys.stderr)
         return exit_status.UNREADABLE
-    except UsageProblem as error:
+    except (UsageProblem, OutputProblem) as error:
         print(f"margin: {error}", file=sys.stderr)
-        return exit_status.USAGE
-    taken = _taken_outputs(arguments)
-    if taken:
-        print(f"margin: {taken} exists; choose another name or pass --force to replace it", file=sys.stderr)
         return exit_status.USAGE
     if not targets:
         print(f"margin: {path} has no paragraphs to simplify", file=sys.stderr)
@@ -179,44 +218,51 @@ async def run_simplify(arguments: argparse.Namespace, settings: Settings) -> int
         if rewrite.changed
     ]
     gave_up = not changed and any(r.status in (RewriteStatus.REFUSED, RewriteStatus.FAILED) for r in rewrites)
+    written_status = exit_status.OK
+    # What stdout cannot take is kept as a file named after the input (paper-simplified.unsaved-XXXX.tex).
+    kept_name = f"{path.stem}-simplified{path.suffix}"
     if gave_up:
         nothing = "no output written" if arguments.output is not None else "nothing printed"
         print(f"margin: nothing was simplified; {nothing}", file=sys.stderr)
     elif single and arguments.output is None:
-        print(rewrites[0].text.strip())
+        if not print_or_keep(rewrites[0].text.strip() + "\n", kept_name, "the simplified paragraph"):
+            written_status = EXIT_NOT_WRITTEN
     else:
         text = apply_rewrites(targets[0].paragraph.source.text, changed)
         if arguments.output is not None:
-            written = write_output(arguments.output, text, force=arguments.force)
-            print(
-                f"margin: {len(changed)} of {len(targets)} paragraph(s) simplified; written to {written}",
-                file=sys.stderr,
-            )
-        else:
-            sys.stdout.write(text)
-    _save_transcript(transcript, arguments)
+            written = write_or_keep(text, arguments.output, "the simplified file", force=arguments.force)
+            if written is None:
+                written_status = EXIT_NOT_WRITTEN
+            else:
+                print(
+                    f"margin: {len(changed)} of {len(targets)} paragraph(s) simplified; written to {written}",
+                    file=sys.stderr,
+                )
+        elif not print_or_keep(text, kept_name, "the simplified file"):
+            written_status = EXIT_NOT_WRITTEN
+    written_status = exit_status.worst(written_status, _save_transcript(transcript, arguments))
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)
     return exit_status.worst(
-        EXIT_NOT_REWRITTEN if gave_up else exit_status.OK, exit_status.model_status(usage)
+        EXIT_NOT_REWRITTEN if gave_up else exit_status.OK, exit_status.model_status(usage), written_status
     )
 
 
 async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
     from margin.workflows.llm.client import LLMClient
     from margin.workflows.rewrite import jrel
-    from margin.workflows.rewrite.output import create_beside, write_output
+    from margin.workflows.rewrite.output import OutputProblem
     from margin.workflows.rewrite.transcript import Transcript
 
     path: Path = arguments.file
     try:
         manuscript = _load(path, settings)
+        _check_outputs(arguments, default=jrel.article_path(path))
     except UnreadableFile as error:
         print(f"margin: {error}", file=sys.stderr)
         return exit_status.UNREADABLE
-    taken = _taken_outputs(arguments)
-    if taken:
-        print(f"margin: {taken} exists; choose another name or pass --force to replace it", file=sys.stderr)
+    except OutputProblem as error:
+        print(f"margin: {error}", file=sys.stderr)
         return exit_status.USAGE
     options = settings.lay_options()
     if arguments.iterations is not None:
@@ -232,20 +278,26 @@ async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
     finally:
         steps.close()
         await llm.close()
-    _save_transcript(transcript, arguments)
-    if arguments.stats:
-        print(f"margin: {usage.summary()}", file=sys.stderr)
     if not article.ok:
+        transcript_status = _save_transcript(transcript, arguments)
+        if arguments.stats:
+            print(f"margin: {usage.summary()}", file=sys.stderr)
         reason = article.failures[-1] if article.failures else "no draft"
         print(f"margin: no lay article was written: {reason}", file=sys.stderr)
-        return exit_status.worst(EXIT_NOT_REWRITTEN, exit_status.model_status(usage))
+        return exit_status.worst(EXIT_NOT_REWRITTEN, exit_status.model_status(usage), transcript_status)
     for warning in article.warnings:
         print(f"margin: warning: {warning}", file=sys.stderr)
     text = jrel.render_article(article, path.name)
+    # The article before the transcript: a transcript that cannot be written must not cost the article.
     if arguments.output is not None:
-        written = write_output(arguments.output, text, force=arguments.force)
+        written = write_or_keep(text, arguments.output, "the lay article", force=arguments.force)
     else:
-        written = create_beside(jrel.article_path(path), text)
+        written = write_or_keep(text, jrel.article_path(path), "the lay article", beside=True)
+    written_status = exit_status.worst(
+        exit_status.OK if written is not None else EXIT_NOT_WRITTEN, _save_transcript(transcript, arguments)
+    )
+    if arguments.stats:
+        print(f"margin: {usage.summary()}", file=sys.stderr)
     for version in article.versions:
         marker = "*" if version.iteration == article.versions[article.chosen].iteration else " "
         scores = version.scores
@@ -254,8 +306,9 @@ async def run_lay(arguments: argparse.Namespace, settings: Settings) -> int:
             f"DCRS {scores.dcrs:.1f}  (mean {version.difficulty:.2f})",
             file=sys.stderr,
         )
-    print(written)
-    return exit_status.model_status(usage)
+    if written is not None:
+        print(written)
+    return exit_status.worst(exit_status.model_status(usage), written_status)
 
 
 def add_commands(commands: argparse._SubParsersAction, llm_options: object) -> None:  # type: ignore[type-arg]

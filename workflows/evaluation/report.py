@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from margin.workflows.rewrite.output import write_output
+
 from .papers import PAPER_FIGURES
 from .scoring import LOWER_IS_BETTER
 
@@ -99,7 +101,6 @@ def plot_iterations(by_iteration: dict[int, dict[str, float]], path: Path) -> Pa
 
 
 def write(folder: Path, report: dict[str, Any]) -> None:
-    (folder / "summary.json").write_text(
-        json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    (folder / "report.md").write_text(markdown(report), encoding="utf-8")
+    # Replaced atomically, never through a link planted at these names.
+    write_output(folder / "summary.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n", force=True)
+    write_output(folder / "report.md", markdown(report), force=True)

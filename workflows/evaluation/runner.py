@@ -25,6 +25,7 @@ from margin.workflows.llm.types import Priority
 from margin.workflows.manuscript.markdown.parse import MarkdownProject
 from margin.workflows.manuscript.source import SourceFile
 from margin.workflows.rewrite import agentsimp, jrel, soms
+from margin.workflows.rewrite.output import append_line
 from margin.workflows.rewrite.types import Language
 
 from .datasets import AGENTSIMP, FEEDBACK, LAY, SOMS, Example
@@ -130,9 +131,9 @@ class ResultStore:
         if self.key:
             record = {**record, "run": self.key}
         self.records[str(record["id"])] = record
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-            handle.flush()
+        append_line(
+            self.path, json.dumps(record, ensure_ascii=False) + "\n"
+        )  # one write, never through a link
 
 
 async def predict(method: str, example: Example, llm: LLMClient, options: EvalOptions) -> dict[str, Any]:

@@ -4,16 +4,17 @@ paragraph text + label + quote. A dismissal survives edits anywhere else in the 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from margin.workflows.rewrite.output import write_output
 
 log = logging.getLogger("margin.feedback.dismissals")
 FOLDER = ".margin"
@@ -70,16 +71,22 @@ class DismissalStore:
                 "paragraph": paragraph_excerpt[:160],
                 "dismissed": time.strftime("%Y-%m-%dT%H:%M:%S"),
             }
-            self._write(entries)
+            try:
+                self._write(entries)
+            except OSError:
+                # Not saved (a read-only workspace, a full disk): the store must not claim it is dismissed.
+                self._entries = None
+                raise
 
     def _write(self, entries: dict[str, dict[str, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        payload = json.dumps({"dismissed": list(entries.values())}, indent=2, ensure_ascii=False)
-        handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".dismissed-", suffix=".json")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                file.write(payload + "\n")
-            os.replace(temporary, self.path)  # atomic: a crash never leaves half a file
-        except OSError:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        folder = self.path.parent
+        if folder.is_symlink():
+            # A repository could ship .margin as a link to elsewhere: margin writes only inside the workspace.
+            raise OSError(errno.ELOOP, f"{folder} is a link; margin writes dismissals only in a real folder")
+        if folder.exists() and not folder.is_dir():
+            # mkdir would say "File exists", which tells the user nothing
+            raise NotADirectoryError(errno.ENOTDIR, f"{folder} is a file, not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps({"dismissed": list(entries.values())}, indent=2, ensure_ascii=False) + "\n"
+        # Atomic (a crash never leaves half a file) and never through a link planted at a known name.
+        write_output(self.path, payload, force=True)

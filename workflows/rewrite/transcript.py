@@ -64,8 +64,12 @@ class Transcript:
             ],
         }
 
+    def text(self) -> str:
+        """The transcript as the JSON text that is saved (the CLI's --transcript and `save` alike)."""
+        return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+
     def save(self, folder: Path, stem: str) -> Path:
-        """Write the transcript as a new JSON file in `folder` (never over an existing one); return its path."""
+        """Write the transcript as a new JSON file in `folder` (never over an existing one, atomically, never
+        through a link: output.create_beside); return its path."""
         stamp = datetime.fromtimestamp(self.started, UTC).strftime("%Y%m%dT%H%M%SZ")
-        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
-        return create_beside(folder / f"{stem}-{self.method}-{stamp}.json", text)
+        return create_beside(folder / f"{stem}-{self.method}-{stamp}.json", self.text())
