@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="Flesch-Kincaid grade above which a paragraph is flagged",
     )
+    check_command.add_argument(
+        "--settings", type=Path, help="JSON file with margin settings (the editor's keys)"
+    )
 
     review = commands.add_parser("review", help="focused feedback on every paragraph (calls an LLM)")
     review.add_argument(
@@ -92,9 +95,23 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check which LLM endpoints and models answer, and the cache")
     _llm_options(doctor)
 
-    serve = commands.add_parser("serve", help="run the language server (stdio unless --tcp)")
-    serve.add_argument("--tcp", action="store_true", help="listen on 127.0.0.1 instead of stdio")
-    serve.add_argument("--port", type=int, default=2087)
+    serve = commands.add_parser("serve", help="run the language server (stdio unless --tcp or --socket)")
+    listen = serve.add_mutually_exclusive_group()
+    listen.add_argument(
+        "--tcp",
+        action="store_true",
+        help="serve one client on 127.0.0.1; it must send the token as initializationOptions.marginToken",
+    )
+    listen.add_argument(
+        "--socket", type=Path, metavar="PATH", help="serve one client on a Unix socket (0600, private folder)"
+    )
+    serve.add_argument("--port", type=int, default=2087, help="TCP port; 0 picks a free one (printed)")
+    serve.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="with --tcp: read the token from FILE (mode 600) instead of $MARGIN_TOKEN or a new random one",
+    )
     serve.add_argument(
         "--stdio", action="store_true", help="accepted for editors that pass it; stdio is the default"
     )
@@ -193,14 +210,13 @@ def _doctor(arguments: argparse.Namespace) -> int:
 def _check(arguments: argparse.Namespace) -> int:
     # The manuscript parsers and the readability scorer: what `check` needs, and nothing of the LSP or models.
     from margin.workflows.manuscript.discovery import load_paths
-    from margin.workflows.manuscript.loader import ManuscriptLoader
-    from margin.workflows.manuscript.sources import SourceProvider
     from margin.workflows.readability import ReadabilityCache
 
+    from .reading import command_line_loader
     from .render import as_json, as_text, check
 
     settings = _settings(arguments)
-    loaded = load_paths(ManuscriptLoader(SourceProvider(max_bytes=settings.max_file_bytes)), arguments.files)
+    loaded = load_paths(command_line_loader(settings, arguments.files), arguments.files)
     for message in (*loaded.errors, *loaded.notes):
         print(f"margin: {message}", file=sys.stderr)
     scores = ReadabilityCache()
@@ -216,13 +232,23 @@ def _check(arguments: argparse.Namespace) -> int:
 
 
 def _serve(arguments: argparse.Namespace) -> int:
-    from .lsp import serve_stdio, serve_tcp  # the server's imports are not needed for `margin check`
+    from . import logs
+    from .lsp import serve_stdio, serve_tcp, server  # the server's imports are not needed for `margin check`
+    from .transport import ServeError, serve_unix
 
-    if arguments.tcp:
-        serve_tcp(arguments.port)
-    else:
-        serve_stdio()
-    return EXIT_OK
+    if arguments.token_file is not None and not arguments.tcp:
+        print("margin: --token-file is for --tcp", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if arguments.tcp:
+            return serve_tcp(arguments.port, arguments.token_file)
+        if arguments.socket is not None:
+            logs.configure()
+            return serve_unix(server, arguments.socket)
+        return serve_stdio()  # 0 after shutdown then exit, 1 if the session ended without shutdown (LSP)
+    except ServeError as error:
+        print(f"margin: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,3 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(arguments)
     parser.print_usage(sys.stderr)
     return EXIT_USAGE
+
+
+if __name__ == "__main__":  # python -m margin.server.cli, as the console script
+    raise SystemExit(main())

@@ -74,6 +74,8 @@ def document_diagnostics(
         for paragraph in manuscript.paragraphs:
             if normalize_uri(paragraph.uri) != key:
                 continue
+            if len(paragraph.text.split()) < settings.readability_min_words:
+                continue  # textstat counts no more words than this, so it could not be flagged: not scored
             paragraph_scores = scores.score(paragraph.text)
             if is_hard_to_read(paragraph_scores, settings):
                 diagnostics.append(readability_diagnostic(paragraph, paragraph_scores, settings))

@@ -11,9 +11,6 @@ from margin.workflows.manuscript.source import SourceFile, normalize_uri
 from margin.workflows.manuscript.sources import SourceProvider
 
 _BINARY_SNIFF = 8192
-# Documents above this size get a parser (and lock) of their own, so a slow parse of a huge file in a worker
-# thread never holds up the keystroke path of ordinary documents.
-LARGE_DOCUMENT = 512 * 1024
 
 
 class NotAnalysable(Exception):
@@ -57,16 +54,22 @@ class DocumentIndex:
 
 
 class Analyzer:
-    """Turns a document into the manuscript it belongs to. Thread-safe: large files are parsed off the loop."""
+    """Turns a document into the manuscript it belongs to. Thread-safe: the server parses in worker threads.
+
+    Each open document has a parser (and lock) of its own, so a slow parse of one document never holds up
+    another's. A manuscript stays valid until one of its files changes: a keystroke in one paper does not make
+    the server parse another again.
+    """
 
     def __init__(self, documents: DocumentIndex, max_bytes: int) -> None:
         self.documents = documents
         self.provider = SourceProvider(open_documents=documents.get, max_bytes=max_bytes)
-        self._loaders = {False: ManuscriptLoader(self.provider), True: ManuscriptLoader(self.provider)}
-        self._locks = {False: threading.Lock(), True: threading.Lock()}
+        self._parsers: dict[str, tuple[threading.Lock, ManuscriptLoader]] = {}
         self._state_lock = threading.Lock()
         self._generation = 0
-        self._latest: dict[str, tuple[int, Manuscript]] = {}
+        self._everything_changed = 0  # generation of the last change that may touch any manuscript
+        self._changed_at: dict[str, int] = {}  # file -> generation of its last change
+        self._latest: dict[str, tuple[int, Manuscript, tuple[str, ...]]] = {}
 
     @property
     def max_bytes(self) -> int:
@@ -76,10 +79,25 @@ class Analyzer:
     def max_bytes(self, value: int) -> None:
         self.provider.max_bytes = value
 
-    def changed(self) -> None:
-        """Any document changed: manuscripts computed before are stale."""
+    def changed(self, uri: str | None = None) -> None:
+        """A document changed; None: anything may have (a save, new folders or settings)."""
         with self._state_lock:
             self._generation += 1
+            if uri is None:
+                self._everything_changed = self._generation
+            else:
+                self._changed_at[normalize_uri(uri)] = self._generation
+
+    def _fresh(self, key: str) -> Manuscript | None:
+        cached = self._latest.get(key)
+        if cached is None:
+            return None
+        generation, manuscript, files = cached
+        if self._everything_changed > generation:
+            return None
+        if any(self._changed_at.get(file, 0) > generation for file in files):
+            return None
+        return manuscript
 
     @staticmethod
     def check(source: SourceFile, max_bytes: int) -> None:
@@ -93,6 +111,11 @@ class Analyzer:
         if "\x00" in source.text[:_BINARY_SNIFF]:
             raise NotAnalysable(f"{source.display_name} looks like a binary file, not a manuscript")
 
+    def cached(self, uri: str) -> Manuscript | None:
+        """The manuscript of a document if nothing it is made of changed since it was parsed (no parsing)."""
+        with self._state_lock:
+            return self._fresh(normalize_uri(uri))
+
     def manuscript(self, uri: str, max_bytes: int) -> Manuscript:
         """The manuscript of an open document, at the documents' current versions. Raises NotAnalysable."""
         source = self.documents.get(uri)
@@ -101,17 +124,25 @@ class Analyzer:
         self.check(source, max_bytes)
         key = normalize_uri(uri)
         with self._state_lock:
-            generation = self._generation
-            cached = self._latest.get(key)
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        large = len(source.text) > LARGE_DOCUMENT
-        with self._locks[large]:
-            manuscript = self._loaders[large].load(source, manuscript_format(source.display_name))
-        with self._state_lock:
-            self._latest[key] = (generation, manuscript)
+            cached = self._fresh(key)
+            if cached is not None:
+                return cached
+            lock, loader = self._parsers.setdefault(key, (threading.Lock(), ManuscriptLoader(self.provider)))
+        with lock:
+            with self._state_lock:
+                cached = self._fresh(key)  # parsed by another request while this one waited
+                if cached is not None:
+                    return cached
+                generation = self._generation
+            source = self.documents.get(uri) or source
+            manuscript = loader.load(source, manuscript_format(source.display_name))
+            files = tuple(normalize_uri(file.uri) for file in manuscript.files) or (key,)
+            with self._state_lock:
+                self._latest[key] = (generation, manuscript, (*files, key))
         return manuscript
 
     def forget(self, uri: str) -> None:
+        key = normalize_uri(uri)
         with self._state_lock:
-            self._latest.pop(normalize_uri(uri), None)
+            self._latest.pop(key, None)
+            self._parsers.pop(key, None)

@@ -8,6 +8,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
@@ -17,16 +18,18 @@ from pygls.protocol.language_server import lsp_method
 from pygls.workspace import TextDocument, Workspace
 
 from margin.workflows import readability
+from margin.workflows.manuscript.boundary import ReadBoundary, project_folder
 from margin.workflows.manuscript.model import Manuscript
-from margin.workflows.manuscript.source import Position, normalize_uri
+from margin.workflows.manuscript.source import Position, normalize_uri, uri_to_path
 from margin.workflows.readability import ReadabilityCache
 
 from . import __version__, logs
 from .diagnostics import document_diagnostics, hover_markdown
-from .documents import LARGE_DOCUMENT, Analyzer, DocumentIndex, NotAnalysable
+from .documents import Analyzer, DocumentIndex, NotAnalysable
 from .review import ReviewCoordinator
 from .rewrites import RewriteCoordinator
-from .settings import DEFAULTS, SECTION, Settings, parse_settings
+from .rpc import HardenedProtocol
+from .settings import DEFAULTS, SECTION, Settings, ignored_message, keep_user_values, parse_settings
 
 log = logging.getLogger(f"{logs.LOGGER_NAME}.lsp")
 
@@ -40,7 +43,10 @@ _LOG_TYPES = {
 }
 
 
-class MarginProtocol(LanguageServerProtocol):
+class MarginProtocol(HardenedProtocol, LanguageServerProtocol):
+    """pygls' protocol behind margin's transport (transport.py), with JSON-RPC and LSP rules enforced
+    (rpc.py): malformed messages and requests after shutdown get error responses instead of silence."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # pygls runs a command handler as a task of its own under another id, so $/cancelRequest for
@@ -116,6 +122,12 @@ class MarginServer(LanguageServer):
         self.analyzer = Analyzer(self.documents, DEFAULTS.max_file_bytes)
         self.scores = ReadabilityCache()
         self.global_settings: Settings = DEFAULTS
+        # What the editor's launch configuration sent (initializationOptions): the user's level, the only
+        # source of user-only settings unless the client itself keeps workspaces from setting them.
+        self.user_settings: Settings = DEFAULTS
+        self.client_enforces_scopes = False
+        self._ignored_reported: set[tuple[str, ...]] = set()
+        self.publishing: set[asyncio.Future[list[types.Diagnostic]]] = set()
         self._document_settings: dict[str, Settings] = {}
         self._reported: set[str] = set()
         self.reviews = ReviewCoordinator(self)
@@ -169,14 +181,61 @@ class MarginServer(LanguageServer):
 
     # -- settings -----------------------------------------------------------------------------------------------
 
+    def apply_user_settings(self, initialization_options: Any) -> None:
+        """initializationOptions: the user's own settings, and whether the client enforces setting scopes."""
+        if isinstance(initialization_options, dict):
+            # The VS Code extension declares user-only settings machine-scoped, so VS Code never lets a
+            # workspace set them; it says so here and its workspace/configuration answers are then trusted.
+            self.client_enforces_scopes = initialization_options.get("enforcesSettingScopes") is True
+        settings, problems = parse_settings(initialization_options)
+        self.user_settings = settings
+        self._set_global(settings, problems)
+
     def apply_global_settings(self, raw: Any) -> None:
-        """Settings for the whole server (initializationOptions, or a push from a client without
-        workspace/configuration): they also set the log level and the size limit for files read from disk."""
+        """Settings pushed by a client without workspace/configuration (didChangeConfiguration)."""
         settings, problems = parse_settings(raw)
+        self._set_global(self.workspace_level(settings, "workspace/didChangeConfiguration"), problems)
+
+    def _set_global(self, settings: Settings, problems: list[str]) -> None:
+        """Settings for the whole server: they also set the log level, the size limit for files read from disk
+        and the folders outside the workspace that may be read."""
         self.global_settings = settings
         self._report(problems)
         logs.set_level(settings.log_level)
         self.analyzer.max_bytes = settings.max_file_bytes
+        self.update_read_boundary()
+
+    def workspace_level(self, settings: Settings, source: str) -> Settings:
+        """Settings from a channel a project can write: user-only values come from the user's settings."""
+        if self.client_enforces_scopes:
+            return settings
+        settings, ignored = keep_user_values(settings, self.user_settings)
+        if ignored and tuple(ignored) not in self._ignored_reported:
+            self._ignored_reported.add(tuple(ignored))
+            self.tell_user(ignored_message(ignored, source))
+        return settings
+
+    def workspace_folders(self) -> list[Path]:
+        try:
+            workspace = self.workspace
+        except RuntimeError:  # before initialize
+            return []
+        folders = [uri_to_path(folder.uri) for folder in workspace.folders.values()]
+        if not folders and workspace.root_uri:
+            folders = [uri_to_path(workspace.root_uri)]
+        return [folder for folder in folders if folder is not None]
+
+    def update_read_boundary(self) -> None:
+        """Files may be read inside the workspace folders, the user's allowed folders, and the project folder
+        of an open document that lies outside every workspace folder (an editor opened on a single file)."""
+        folders = self.workspace_folders()
+        boundary = ReadBoundary(folders, self.global_settings.allowed_folders)
+        extra = []
+        for uri in self.documents.uris():
+            path = uri_to_path(uri)
+            if path is not None and path.is_absolute() and not boundary.allows(path):
+                extra.append(project_folder(path))
+        self.analyzer.provider.boundary = boundary.with_folders(extra)
 
     def _report(self, problems: list[str]) -> None:
         """One message for a settings object however many problems it has (each is in the log)."""
@@ -212,6 +271,7 @@ class MarginServer(LanguageServer):
                     # Scoped to this document only: nothing here changes other documents' behaviour.
                     settings, problems = parse_settings(answer[0])
                     self._report(problems)
+                    settings = self.workspace_level(settings, "workspace/configuration")
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # a client that fails this request still gets diagnostics
@@ -231,10 +291,11 @@ class MarginServer(LanguageServer):
             return None
         limit = settings.max_file_bytes
         try:
-            if len(source.text) > LARGE_DOCUMENT:  # parse off the event loop so the editor keeps its answers
+            # Parsing happens in a worker thread, so no document's parse, however large or hostile, holds up
+            # the answers about another; an unchanged manuscript is served straight from the analyzer.
+            manuscript = self.analyzer.cached(uri)
+            if manuscript is None:
                 manuscript = await asyncio.to_thread(self.analyzer.manuscript, uri, limit)
-            else:
-                manuscript = self.analyzer.manuscript(uri, limit)
         except NotAnalysable as reason:
             key = normalize_uri(uri)
             if key not in self._reported:
@@ -253,7 +314,8 @@ class MarginServer(LanguageServer):
         manuscript = await self.manuscript(uri, settings)
         if manuscript is None:
             return []
-        found = document_diagnostics(manuscript, uri, settings, self.scores)
+        # Readability of every paragraph: milliseconds per paragraph the first time, so off the event loop.
+        found = await asyncio.to_thread(document_diagnostics, manuscript, uri, settings, self.scores)
         if self.client_pulls_diagnostics and not self.pull_refresh_supported:
             return found  # findings reach this client by push (see refresh)
         return found + self.reviews.diagnostics(manuscript, uri, settings)
@@ -297,7 +359,10 @@ class MarginServer(LanguageServer):
         source = self.documents.get(uri)
         if source is None:
             return
-        diagnostics = await self.diagnostics(uri)
+        publishing = asyncio.ensure_future(self.diagnostics(uri))
+        self.publishing.add(publishing)  # shutdown lets diagnostics already being computed reach the client
+        publishing.add_done_callback(self.publishing.discard)
+        diagnostics = await publishing
         current = self.documents.get(uri)
         if current is None or current.version != source.version:
             return  # the document moved on while we worked; its own change will publish
@@ -318,7 +383,7 @@ server = MarginServer()
 
 @server.feature(types.INITIALIZE)
 def on_initialize(ls: MarginServer, params: types.InitializeParams) -> None:
-    ls.apply_global_settings(params.initialization_options)
+    ls.apply_user_settings(params.initialization_options)
 
 
 @server.feature(types.INITIALIZED)
@@ -336,6 +401,7 @@ async def on_initialized(ls: MarginServer, params: types.InitializedParams) -> N
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 async def on_open(ls: MarginServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.documents.opened(params.text_document.uri)
+    ls.update_read_boundary()
     ls.analyzer.changed()
     await ls.publish(params.text_document.uri)
     ls.reviews.schedule(params.text_document.uri, "open")
@@ -344,7 +410,7 @@ async def on_open(ls: MarginServer, params: types.DidOpenTextDocumentParams) -> 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 async def on_change(ls: MarginServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
-    ls.analyzer.changed()
+    ls.analyzer.changed(uri)
     if ls.reviews.tasks:  # an edited paragraph's review is for text that no longer exists: stop it
         manuscript = await ls.manuscript(uri, await ls.settings_for(uri))
         if manuscript is not None:
@@ -400,6 +466,13 @@ async def on_hover(ls: MarginServer, params: types.HoverParams) -> types.Hover |
                 )
             )
     return None
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def on_workspace_folders(ls: MarginServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    ls.update_read_boundary()  # pygls has already updated its folders
+    ls.analyzer.changed()
+    await ls.refresh_all()
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -576,16 +649,25 @@ async def dismiss_finding_command(ls: MarginServer, uri: str, dismissal: str) ->
 
 @server.feature(types.SHUTDOWN)
 async def on_shutdown(ls: MarginServer, params: None) -> None:
+    if ls.publishing:  # a document opened just before: its diagnostics are seconds away at most
+        await asyncio.wait(list(ls.publishing), timeout=5)
+        await asyncio.sleep(0)  # and the handlers waiting on them publish
     for task in list(ls.rewrites.running.values()):
         task.cancel()
     await ls.reviews.close()
 
 
-def serve_stdio() -> None:
+def serve_stdio() -> int:
+    """Serve the editor on stdin/stdout until `exit`; the exit code LSP prescribes (0 only after shutdown)."""
+    from . import transport  # not pygls' start_io: see transport.py for what it gets wrong
+
     logs.configure()
-    server.start_io()
+    return transport.serve_stdio(server)
 
 
-def serve_tcp(port: int) -> None:
+def serve_tcp(port: int, token_file: Path | None = None) -> int:
+    """Serve one client on 127.0.0.1:port that presents the token (see transport.serve_tcp)."""
+    from . import transport
+
     logs.configure()
-    server.start_tcp("127.0.0.1", port)
+    return transport.serve_tcp(server, port, token_file)

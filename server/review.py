@@ -69,6 +69,7 @@ class ReviewCoordinator:
         self._runs: set[asyncio.Task[None]] = set()
         self._clients: dict[str, LLMClient] = {}
         self._stores: dict[Path, DismissalStore] = {}
+        self._refused_folders: set[Path] = set()
         self._announced: set[str] = set()
         self._no_model: str | None = None
 
@@ -158,11 +159,21 @@ class ReviewCoordinator:
         from margin.workflows.feedback.literature import Literature
 
         base = uri_to_path(uri)
+        boundary = self.server.analyzer.provider.boundary
         folders = []
         for entry in settings.values["review.literatureFolders"]:
             folder = Path(entry).expanduser()
             if not folder.is_absolute() and base is not None:
                 folder = self.store_for(uri).path.parent.parent / folder
+            if boundary is not None and not boundary.allows(folder):
+                # A workspace's settings must not send PDFs from elsewhere on the disk to the model.
+                if folder not in self._refused_folders:
+                    self._refused_folders.add(folder)
+                    self.server.tell_user(
+                        f"review.literatureFolders: {folder} is outside the workspace; its PDFs are not read. "
+                        "To allow it, add it to margin.allowedFolders in your user settings."
+                    )
+                continue
             folders.append(folder)
         online = settings.online_searches()
         return await Literature.gather(manuscript, folders, online.web, scholarly=online.scholarly)
@@ -347,11 +358,23 @@ class ReviewCoordinator:
         return None
 
     def dismiss(self, uri: str, manuscript: Manuscript, dismissal: str) -> bool:
+        """Dismiss a shown finding for good; False when there is none with that key, or (after telling the user
+        why) when the dismissal cannot be saved: a read-only workspace is the user's to know, not an error."""
+        from margin.workflows.rewrite.output import reason
+
         for item in self.shown(manuscript, uri):
             if item.key == dismissal:
-                self.store_for(uri).dismiss(
-                    dismissal, item.finding.label.value, item.finding.quote, item.paragraph.text
-                )
+                store = self.store_for(uri)
+                try:
+                    store.dismiss(
+                        dismissal, item.finding.label.value, item.finding.quote, item.paragraph.text
+                    )
+                except OSError as error:
+                    self.server.tell_user(
+                        f"the finding was not dismissed: cannot save {store.path}: {reason(error)}",
+                        types.MessageType.Error,
+                    )
+                    return False
                 return True
         return False
 

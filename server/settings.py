@@ -40,6 +40,14 @@ class SettingSpec:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    # Only the user, never a workspace, may set it: it decides where the manuscript, the API key or queries go,
+    # or which files outside the workspace are read or written.
+    user_only: bool = False
+
+    def full_description(self) -> str:
+        return self.description + (
+            " User settings only: a workspace's value is ignored." if self.user_only else ""
+        )
 
     def validate(self, value: Any) -> tuple[Any, str | None]:
         """The value to use, and a message when `value` had to be replaced by the default."""
@@ -201,6 +209,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "string",
         "",
         "A SearxNG-style JSON search URL for literature questions; empty: no web search (the default).",
+        user_only=True,
     ),
     SettingSpec(
         "review.scholarlySearch",
@@ -210,18 +219,21 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "abstracts and open-access PDFs are read (never peer-review sites) and cached in the user cache "
         "directory. off: nothing is searched or downloaded (the default).",
         choices=("off", "openalex", "semanticscholar", "arxiv"),
+        user_only=True,
     ),
     SettingSpec(
         "review.scholarlyBaseUrl",
         "string",
         "",
         "Base URL of the scholarly search's API (a mirror or a proxy); empty: the service's public API.",
+        user_only=True,
     ),
     SettingSpec(
         "review.mailto",
         "string",
         "",
         "An e-mail address sent with scholarly searches (OpenAlex's polite pool asks for one); empty: none.",
+        user_only=True,
     ),
     SettingSpec(
         "simplify.paragraphMethod",
@@ -349,6 +361,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         [],
         'Editor side (VS Code): the whole command that starts the server, e.g. ["/path/to/.venv/bin/margin", '
         '"serve"]. The server ignores it.',
+        user_only=True,
     ),
     SettingSpec(
         "server.pythonPath",
@@ -356,6 +369,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "",
         "Editor side (VS Code): a Python with margin installed, run as `python -m margin.server` when "
         "server.command is empty. The server ignores it.",
+        user_only=True,
     ),
     SettingSpec(
         "maxFileSizeMB",
@@ -366,17 +380,27 @@ SETTINGS: tuple[SettingSpec, ...] = (
         maximum=200,
     ),
     SettingSpec(
+        "allowedFolders",
+        "list",
+        [],
+        "Folders outside the workspace that margin may read files from: included files, a `% !TEX root`, "
+        "literature folders. Absolute paths; links are followed before the check.",
+        user_only=True,
+    ),
+    SettingSpec(
         "llm.endpoint",
         "string",
         AUTO,
         'OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, OpenAI...). "auto": a vLLM server at '
         "http://localhost:8000/v1 if one answers, else the embedded small model if installed.",
+        user_only=True,
     ),
     SettingSpec(
         "llm.apiKeyEnv",
         "string",
         "",
         "Name of the environment variable that holds the API key (the key itself never goes in settings).",
+        user_only=True,
     ),
     SettingSpec("llm.model", "string", "", "Model name; empty: the first model the endpoint lists."),
     SettingSpec("llm.temperature", "number", 0.2, "Sampling temperature.", minimum=0, maximum=2),
@@ -416,6 +440,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "roles not named use the default endpoint and model. A route may also set the role's temperature, topP "
         "and frequencyPenalty, over its pipeline's defaults (JRE-L: topP 0.4, frequencyPenalty 1; AgentSimp: "
         "temperature 0.6, as in the papers).",
+        user_only=True,
     ),
     SettingSpec(
         "cache.enabled", "boolean", True, "Keep model answers in a persistent cache keyed by content."
@@ -429,7 +454,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
         maximum=100_000,
     ),
     SettingSpec(
-        "cache.path", "string", "", "Cache file; empty: llm-cache.sqlite3 in the user cache directory."
+        "cache.path",
+        "string",
+        "",
+        "Cache file; empty: llm-cache.sqlite3 in the user cache directory.",
+        user_only=True,
     ),
     SettingSpec(
         "logLevel",
@@ -470,6 +499,12 @@ class Settings:
     @property
     def max_file_bytes(self) -> int:
         return int(float(self.values["maxFileSizeMB"]) * 1024 * 1024)
+
+    @property
+    def allowed_folders(self) -> list[Path]:
+        """Folders outside the workspace the user lets margin read (absolute paths only)."""
+        folders = [Path(entry).expanduser() for entry in self.values["allowedFolders"]]
+        return [folder for folder in folders if folder.is_absolute()]
 
     @property
     def log_level(self) -> str:
@@ -637,6 +672,32 @@ def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
     return Settings(values), problems
 
 
+USER_ONLY_KEYS = tuple(spec.key for spec in SETTINGS if spec.user_only)
+
+
+def keep_user_values(settings: Settings, user: Settings) -> tuple[Settings, list[str]]:
+    """`settings` from a source a workspace can write, with every user-only value taken from `user`.
+
+    Returns the settings and the user-only keys whose value was different (ignored), for one message.
+    """
+    ignored = [key for key in USER_ONLY_KEYS if settings.values[key] != user.values[key]]
+    if not ignored:
+        return settings, []
+    values = dict(settings.values)
+    values.update({key: user.values[key] for key in ignored})
+    return Settings(values), ignored
+
+
+def ignored_message(keys: list[str], source: str) -> str:
+    names = ", ".join(f"{SECTION}.{key}" for key in keys)
+    return (
+        f"{names} from {source} ignored: a project can write those, and these settings decide where your "
+        "manuscript and API key go and which files outside the workspace are read. margin takes them only "
+        "from your user-level configuration (the server's initializationOptions); see the README, "
+        '"Settings a workspace cannot change".'
+    )
+
+
 _VSCODE_TYPES = {
     "boolean": "boolean",
     "number": "number",
@@ -645,7 +706,6 @@ _VSCODE_TYPES = {
     "list": "array",
     "object": "object",
 }
-EDITOR_ONLY = ("server.",)  # settings the VS Code extension reads to start the server
 
 
 def vscode_configuration() -> dict[str, dict[str, Any]]:
@@ -655,9 +715,10 @@ def vscode_configuration() -> dict[str, dict[str, Any]]:
         schema: dict[str, Any] = {
             "type": _VSCODE_TYPES[spec.kind],
             "default": spec.default,
-            "markdownDescription": spec.description,
-            # Commands to run are the machine's business, never a workspace's (a cloned repo must not choose them).
-            "scope": "machine" if spec.key.startswith(EDITOR_ONLY) else "resource",
+            "markdownDescription": spec.full_description(),
+            # VS Code ignores a workspace's value of a machine-scoped setting: a cloned repository can neither
+            # choose the command that runs nor where the manuscript and the API key go.
+            "scope": "machine" if spec.user_only else "resource",
         }
         if spec.choices:
             schema["enum"] = list(spec.choices)
@@ -683,10 +744,33 @@ def vscode_configuration() -> dict[str, dict[str, Any]]:
     return properties
 
 
+# In a workspace VS Code does not trust, these settings take the user's value only (the user-only ones are
+# machine-scoped, so that holds in trusted workspaces too).
+UNTRUSTED_WORKSPACE_RESTRICTED = (
+    *USER_ONLY_KEYS,
+    "review.literatureFolders",
+    "rewrite.transcripts",
+    "maxFileSizeMB",
+)
+
+
+def vscode_capabilities() -> dict[str, Any]:
+    """The extension's `capabilities`: it works in untrusted workspaces, with restricted settings."""
+    return {
+        "untrustedWorkspaces": {
+            "supported": "limited",
+            "description": "In an untrusted workspace margin ignores the workspace's values of settings that decide "
+            "where the manuscript goes, which files are read or written, and which command starts the server.",
+            "restrictedConfigurations": [f"{SECTION}.{key}" for key in UNTRUSTED_WORKSPACE_RESTRICTED],
+        }
+    }
+
+
 def write_vscode_schema(package_json: Path) -> None:
     """Put the schema into the extension's package.json (the one place it is edited by hand is this table)."""
     package = json.loads(package_json.read_text(encoding="utf-8"))
     package["contributes"]["configuration"]["properties"] = vscode_configuration()
+    package["capabilities"] = vscode_capabilities()
     package_json.write_text(json.dumps(package, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -696,7 +780,7 @@ def markdown_table() -> str:
     for spec in SETTINGS:
         kind = " \\| ".join(f"`{choice}`" for choice in spec.choices) if spec.choices else spec.kind
         default = json.dumps(spec.default)
-        rows.append(f"| `{SECTION}.{spec.key}` | {kind} | `{default}` | {spec.description} |")
+        rows.append(f"| `{SECTION}.{spec.key}` | {kind} | `{default}` | {spec.full_description()} |")
     return "\n".join(rows)
 
 

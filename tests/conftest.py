@@ -184,7 +184,7 @@ def scripted() -> Iterator[ScriptedFactory]:
 
 def llm_config(
     base_url: str,
-    cache_path: Path,
+    cache_path: Path | None,
     *,
     retries: int = 1,
     cache_enabled: bool = True,

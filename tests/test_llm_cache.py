@@ -269,13 +269,19 @@ async def test_client_evicts_lru_answers_from_a_tiny_cache(
 
 
 async def test_corrupt_file_is_moved_aside_and_rebuilt(
-    scripted: ScriptedFactory, llm_clients: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    scripted: ScriptedFactory,
+    llm_clients: ClientFactory,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """At margin's own location (the default path) a damaged file is moved aside, never deleted."""
     endpoint = counting_endpoint(scripted)
     cache_path = tmp_path / "cache.sqlite3"
+    monkeypatch.setattr("margin.workflows.llm.cache.default_cache_path", lambda: cache_path)
     garbage = os.urandom(8192)
     cache_path.write_bytes(garbage)
-    client = llm_clients(llm_config(endpoint.base_url, cache_path))
+    client = llm_clients(llm_config(endpoint.base_url, None))
     assert (await client.complete(ask())).text == "answer 1"
     assert (await client.complete(ask())).cached
     aside = list(tmp_path.glob("cache.sqlite3.corrupt-*"))

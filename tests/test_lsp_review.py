@@ -516,10 +516,16 @@ async def review_server(
     llm: dict[str, Any] | None = None,
     capabilities: types.ClientCapabilities | None = None,
     folders: bool = True,
+    enforces_scopes: bool = True,
 ) -> AsyncIterator[ReviewClient]:
     """A fresh server using `endpoint_url`, a private cache in `workspace`, and `workspace` as its workspace
     folder (or only as rootUri when `folders` is False). Reviews default to single mode."""
-    options = {"margin": margin_settings(workspace, endpoint_url, review=review, llm=llm)}
+    # Like the VS Code extension, these clients keep a workspace from setting user-only settings (the tests
+    # give each folder its own endpoint through workspace/configuration).
+    options = {
+        "margin": margin_settings(workspace, endpoint_url, review=review, llm=llm),
+        "enforcesSettingScopes": enforces_scopes,
+    }
     client = await CONFIG.start()
     assert isinstance(client, ReviewClient)
     root = workspace.as_uri()
@@ -571,7 +577,10 @@ async def shared(lsp_client: ReviewClient, tmp_path_factory: pytest.TempPathFact
     await lsp_client.initialize_session(
         types.InitializeParams(
             capabilities=vscode(),
-            initialization_options={"margin": margin_settings(root, "http://127.0.0.1:9/v1")},
+            initialization_options={
+                "margin": margin_settings(root, "http://127.0.0.1:9/v1"),
+                "enforcesSettingScopes": True,  # as VS Code: folders get their own endpoints below
+            },
             root_uri=root.as_uri(),
         )
     )

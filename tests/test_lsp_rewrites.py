@@ -324,7 +324,10 @@ async def shared(lsp_client: RewriteClient, tmp_path_factory: pytest.TempPathFac
     await lsp_client.initialize_session(
         types.InitializeParams(
             capabilities=vscode(),
-            initialization_options={"margin": margin_settings(root, "http://127.0.0.1:9/v1")},
+            initialization_options={
+                "margin": margin_settings(root, "http://127.0.0.1:9/v1"),
+                "enforcesSettingScopes": True,  # as VS Code: folders get their own endpoints below
+            },
             root_uri=root.as_uri(),
         )
     )
@@ -409,6 +412,18 @@ def prepare(
         len(client.messages),
         len(client.edit_requests),
         len(client.shown_documents),
+    )
+
+
+def open_folder(client: RewriteClient, folder: Path) -> None:
+    """Make `folder` a workspace folder, as an editor opened on a paper does: a sub-file's `% !TEX root` is
+    followed only inside the workspace."""
+    client.workspace_did_change_workspace_folders(
+        types.DidChangeWorkspaceFoldersParams(
+            event=types.WorkspaceFoldersChangeEvent(
+                added=[types.WorkspaceFolder(uri=folder.as_uri(), name=folder.name)], removed=[]
+            )
+        )
     )
 
 
@@ -881,6 +896,7 @@ async def test_the_lay_article_of_a_multi_file_paper_goes_beside_its_root_and_ne
     paper = tmp_path / "paper"
     shutil.copytree(FIXTURES / "latex" / "paper", paper)
     corner = prepare(shared, scripted, tmp_path, lay_iterations=1)
+    open_folder(shared, paper)
     section = paper / "sections" / "appendix.tex"  # "% !TEX root = ../main.tex"
     uri = section.as_uri()
     shared.open(uri, section.read_text(encoding="utf-8"))
@@ -980,6 +996,7 @@ async def test_simplify_document_of_an_included_latex_file_edits_only_that_file(
     paper = tmp_path / "paper"
     shutil.copytree(FIXTURES / "latex" / "paper", paper)
     corner = prepare(shared, scripted, tmp_path)
+    open_folder(shared, paper)
     appendix = paper / "sections" / "appendix.tex"  # "% !TEX root = ../main.tex"
     uri = appendix.as_uri()
     original = appendix.read_text(encoding="utf-8")
@@ -1078,7 +1095,7 @@ async def fresh_server(folder: Path, settings: dict[str, Any], capabilities: typ
             client.initialize_session(
                 types.InitializeParams(
                     capabilities=capabilities,
-                    initialization_options={"margin": settings},
+                    initialization_options={"margin": settings, "enforcesSettingScopes": True},
                     root_uri=folder.as_uri(),
                 )
             ),

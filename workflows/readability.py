@@ -240,16 +240,19 @@ class ReadabilityCache:
     def __init__(self, capacity: int = 20_000) -> None:
         self._scores: OrderedDict[str, Readability] = OrderedDict()
         self.capacity = capacity
+        self._lock = threading.Lock()  # the server scores documents in worker threads
 
     def score(self, text: str) -> Readability:
-        cached = self._scores.get(text)
-        if cached is not None:
-            self._scores.move_to_end(text)
-            return cached
+        with self._lock:
+            cached = self._scores.get(text)
+            if cached is not None:
+                self._scores.move_to_end(text)
+                return cached
         result = score(text)
-        self._scores[text] = result
-        if len(self._scores) > self.capacity:
-            self._scores.popitem(last=False)
+        with self._lock:
+            self._scores[text] = result
+            if len(self._scores) > self.capacity:
+                self._scores.popitem(last=False)
         return result
 
 

@@ -107,7 +107,12 @@ export class MarginExtension {
     const options: LanguageClientOptions = {
       documentSelector: DOCUMENTS,
       synchronize: { configurationSection: SECTION },
-      initializationOptions: { [SECTION]: serverSettings(vscode.workspace.getConfiguration().get(SECTION) ?? {}) },
+      initializationOptions: {
+        [SECTION]: serverSettings(vscode.workspace.getConfiguration().get(SECTION) ?? {}),
+        // The user-only settings are machine-scoped in package.json, so VS Code never takes a workspace's value
+        // for them: the server may then trust what workspace/configuration answers.
+        enforcesSettingScopes: true,
+      },
       outputChannel: this.output,
     };
     const client = this.factory(launch, options);

@@ -73,6 +73,7 @@ test("activation starts the server from the settings and forwards the server's s
   assert.deepEqual(clients[0].launch, { command: process.execPath, args: ["-m", "margin.server"], source: "margin.server.pythonPath" });
   assert.deepEqual(clients[0].options.initializationOptions, {
     margin: { readability: { threshold: 12 }, llm: { roles: { reader: { model: "s" } } } },
+    enforcesSettingScopes: true,
   });
   assert.deepEqual(clients[0].options.synchronize, { configurationSection: "margin" });
   const languages = (clients[0].options.documentSelector as { language: string }[]).map((item) => item.language);

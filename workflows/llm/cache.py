@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -53,6 +54,50 @@ _CONTENTION = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOC
 
 class CacheUnusable(Exception):
     pass
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_APPLICATION_ID = 0x6D72676E  # "mrgn" in the SQLite header: this database is margin's cache
+_OUR_TABLES = {"responses", "responses_accessed"}
+
+
+def _header(path: Path) -> bytes:
+    """The first 100 bytes of a regular file (the SQLite header); never blocks on a pipe or a device."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise CacheUnusable(f"{path} is not a regular file")
+        return os.read(descriptor, 100)
+    finally:
+        os.close(descriptor)
+
+
+def _foreign(path: Path) -> str | None:
+    """Why the existing file at `path` is not margin's cache, or None when it is (or is empty)."""
+    header = _header(path)
+    if not header:
+        return None
+    if not header.startswith(_SQLITE_HEADER):
+        return "it is not an SQLite database"
+    application = int.from_bytes(header[68:72], "big")
+    if application == _APPLICATION_ID:
+        return None
+    if application != 0:
+        return "it is another program's SQLite database"
+    # No application id: a cache from before margin set one, or another program's database; its tables tell.
+    try:
+        connection = sqlite3.connect(path, timeout=_WRITE_PATIENCE)  # only read from
+        try:
+            names = {
+                row[0]
+                for row in connection.execute("SELECT name FROM sqlite_master")
+                if not row[0].startswith("sqlite_")  # SQLite's own, such as a primary key's index
+            }
+        finally:
+            connection.close()
+    except sqlite3.Error as error:
+        return None if _is_contention(error) else "it is an SQLite database margin cannot read"
+    return None if names <= _OUR_TABLES else "it is another program's SQLite database"
 
 
 def default_cache_path() -> Path:
@@ -113,6 +158,10 @@ class _Backoff:
 
 class ResponseCache:
     def __init__(self, path: Path | None = None, max_bytes: int = 256 * 1024 * 1024) -> None:
+        # The default file is margin's own: a damaged one there is moved aside. A file the user named is
+        # taken only if it is margin's cache: anything else (a document, another program's database) is left
+        # exactly as it is, and the cache is off.
+        self.own_location = path is None
         self.path = path or default_cache_path()
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -129,8 +178,18 @@ class ResponseCache:
         if self.path.is_dir():
             raise CacheUnusable(f"{self.path} is a directory")
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not self.path.exists():
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        try:
+            flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+            os.close(os.open(self.path, flags, 0o600))
+        except FileExistsError:
+            reason = _foreign(self.path)
+            if reason is not None and not self.own_location:
+                raise CacheUnusable(
+                    f"{self.path} is not margin's cache ({reason}); margin leaves it alone"
+                ) from None
+            if reason is not None:
+                # margin's own location: moved aside and started afresh
+                raise sqlite3.DatabaseError(reason) from None
         os.chmod(self.path, 0o600)
         # Several processes opening a new file at once collide on the WAL switch and the schema; those
         # collisions are not always handed to the busy handler, so retry here rather than lose the call.
@@ -169,12 +228,14 @@ class ResponseCache:
                 "SELECT name FROM sqlite_master WHERE name IN ('responses', 'responses_accessed')"
             )
         }
-        if len(present) < 2:
+        marked = connection.execute("PRAGMA application_id").fetchone()[0] == _APPLICATION_ID
+        if len(present) < 2 or not marked:
 
             def create(connection: sqlite3.Connection) -> None:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         connection.execute(statement)
+                connection.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
 
             ResponseCache._transaction(
                 connection, create

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .model import Manuscript, Severity
+from .model import Manuscript, Problem, Severity
 from .source import SourceFile, UnreadableFile
 from .sources import SourceProvider
 
@@ -57,14 +57,21 @@ class ManuscriptLoader:
         kind = language or manuscript_format(source.display_name) or "latex"
         if kind == "markdown":
             return self._markdown(source)
-        from .latex.project import find_root
+        from .latex.project import find_root, root_declaration
 
         root = find_root(source, self.provider)
         if root is not None:
             try:
                 root_source, _warning = self.provider.load(root)
-            except UnreadableFile:
-                return self.latex.parse(source)
+            except UnreadableFile as error:
+                # Parsed alone, and the user told why its root was not followed (outside the workspace...).
+                manuscript = self.latex.parse(source)
+                start, end = root_declaration(source)
+                message = f"The root file this file names was not read: {error}"
+                manuscript.problems.append(
+                    Problem(source.uri, source.range(start, end), message, Severity.WARNING)
+                )
+                return manuscript
             manuscript = self.latex.parse(root_source)
             if any(file.uri == source.uri for file in manuscript.files):
                 return manuscript
@@ -78,9 +85,22 @@ class ManuscriptLoader:
             files = manubot_files(path) or sorted(p for p in path.glob("*.md"))
             if not files:
                 raise UnreadableFile(f"{path} is a folder with no Markdown files")
-            loaded = [self.provider.load(file) for file in files]
-            manuscript = self.markdown.parse([source for source, _ in loaded])
-            return manuscript, [warning for _, warning in loaded if warning]
+            sources: list[SourceFile] = []
+            warnings: list[str] = []
+            for file in files:
+                try:  # one unreadable part (a device, a link outside the project) is skipped, not fatal
+                    source, warning = self.provider.load(file)
+                except UnreadableFile as error:
+                    warnings.append(f"skipped: {error}")
+                    continue
+                sources.append(source)
+                if warning:
+                    warnings.append(warning)
+            if not sources:
+                raise UnreadableFile(
+                    f"{path}: none of its Markdown files can be read ({'; '.join(warnings)})"
+                )
+            return self.markdown.parse(sources), warnings
         source, warning = self.provider.load(path)
         manuscript = self.load(source)
         return manuscript, [warning] if warning else []

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import bisect
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _BINARY_SNIFF_BYTES = 8192
 
 
@@ -43,11 +46,14 @@ class LineIndex:
     Built once per text version; conversions are a bisect plus, on non-ASCII lines only, a UTF-16 count.
     """
 
-    __slots__ = ("_line_starts", "_text")
+    __slots__ = ("_astral", "_line_starts", "_text")
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._line_starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+        # Where the characters that take two UTF-16 units are: a position is then a bisect, never a count over
+        # its line (a long line with many positions on it, such as a problem per \input, would be quadratic).
+        self._astral = [] if text.isascii() else [m.start() for m in _ASTRAL.finditer(text)]
 
     @property
     def line_count(self) -> int:
@@ -57,10 +63,10 @@ class LineIndex:
         offset = max(0, min(offset, len(self._text)))
         line = bisect.bisect_right(self._line_starts, offset) - 1
         start = self._line_starts[line]
-        prefix = self._text[start:offset]
-        if prefix.isascii():
+        if not self._astral:
             return Position(line, offset - start)
-        return Position(line, _utf16_length(prefix))
+        astral = bisect.bisect_left(self._astral, offset) - bisect.bisect_left(self._astral, start)
+        return Position(line, offset - start + astral)
 
     def offset(self, position: Position) -> int:
         """The string offset of an LSP position; positions past a line's end clamp to the line's end."""
@@ -86,10 +92,6 @@ class LineIndex:
 
     def range(self, start: int, end: int) -> Range:
         return Range(self.position(start), self.position(end))
-
-
-def _utf16_length(text: str) -> int:
-    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
 @dataclass(eq=False, slots=True)
@@ -145,17 +147,64 @@ def decode_source(data: bytes, name: str) -> tuple[str, str | None]:
         )
 
 
-def read_source(path: Path) -> tuple[SourceFile, str | None]:
-    """Read a manuscript file from disk. Raises UnreadableFile with a user-facing reason."""
+MAX_FILE_BYTES = 10 * 1024 * 1024
+
+
+def read_regular_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`. Raises UnreadableFile with a user-facing reason.
+
+    Devices, pipes and sockets are refused before a byte is read: a link to /dev/zero would be read until
+    memory runs out, and a named pipe would block the reader for good. O_NONBLOCK keeps even the open of a pipe
+    from waiting; the size is checked on the opened file, and the read is bounded in case it grows meanwhile.
+    """
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    )
     try:
-        data = path.read_bytes()
+        descriptor = os.open(path, flags)
     except IsADirectoryError as error:
         raise UnreadableFile(f"{path} is a directory") from error
     except FileNotFoundError as error:
         raise UnreadableFile(f"{path} does not exist") from error
     except OSError as error:
         raise UnreadableFile(f"{path} cannot be read: {error.strerror or error}") from error
-    text, warning = decode_source(data, str(path))
+    try:
+        status = os.fstat(descriptor)
+        if stat.S_ISDIR(status.st_mode):
+            raise UnreadableFile(f"{path} is a directory")
+        if not stat.S_ISREG(status.st_mode):
+            raise UnreadableFile(
+                f"{path} is not a regular file (a device, pipe or socket); margin reads only files"
+            )
+        if status.st_size > max_bytes:
+            raise UnreadableFile(_too_large(path, status.st_size, max_bytes))
+        chunks: list[bytes] = []
+        remaining = max_bytes + 1
+        while remaining > 0:
+            chunk = os.read(descriptor, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        if remaining <= 0:
+            raise UnreadableFile(_too_large(path, max_bytes + 1, max_bytes))
+        return b"".join(chunks)
+    except OSError as error:
+        raise UnreadableFile(f"{path} cannot be read: {error.strerror or error}") from error
+    finally:
+        os.close(descriptor)
+
+
+def _too_large(path: Path, size: int, max_bytes: int) -> str:
+    return (
+        f"{path} is {size / 2**20:.2f} MB, over margin's limit of {max_bytes / 2**20:.3g} MB "
+        "(setting margin.maxFileSizeMB)"
+    )
+
+
+def read_source(path: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[SourceFile, str | None]:
+    """Read a manuscript file from disk. Raises UnreadableFile with a user-facing reason."""
+    text, warning = decode_source(read_regular_file(path, max_bytes), str(path))
     return SourceFile(uri=path_to_uri(path), text=text), warning
 
 

@@ -6,21 +6,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .source import SourceFile, UnreadableFile, path_to_uri, read_source
-
-MAX_FILE_BYTES = 10 * 1024 * 1024
+from .boundary import ReadBoundary
+from .source import MAX_FILE_BYTES, SourceFile, UnreadableFile, path_to_uri, read_source
 
 
 @dataclass
 class SourceProvider:
-    """Looks files up by path. `open_documents` is consulted first so unsaved edits win over disk."""
+    """Looks files up by path. `open_documents` is consulted first so unsaved edits win over disk.
+
+    With a `boundary`, only files inside its folders are read (OutsideWorkspace otherwise); without one (tests,
+    benchmarks, the evaluation harness) any path the caller names is read.
+    """
 
     open_documents: Callable[[str], SourceFile | None] = lambda uri: None
     max_bytes: int = MAX_FILE_BYTES
+    boundary: ReadBoundary | None = None
     _disk: dict[str, tuple[float, int, SourceFile, str | None]] = field(default_factory=dict)
 
     def load(self, path: Path) -> tuple[SourceFile, str | None]:
         """The file's current text and a warning about it, if any. Raises UnreadableFile."""
+        if self.boundary is not None:
+            self.boundary.check(path)
         uri = path_to_uri(path)
         document = self.open_documents(uri)
         if document is not None:
@@ -29,16 +35,18 @@ class SourceProvider:
             status = path.stat()
         except OSError as error:
             raise UnreadableFile(f"{path} does not exist") from error
-        if status.st_size > self.max_bytes:
-            raise UnreadableFile(
-                f"{path} is {status.st_size / 1e6:.1f} MB, over margin's limit of {self.max_bytes / 1e6:.0f} MB"
-            )
         cached = self._disk.get(uri)
         if cached and cached[0] == status.st_mtime and cached[1] == status.st_size:
             return cached[2], cached[3]
-        source, warning = read_source(path)
+        source, warning = read_source(path, self.max_bytes)  # regular files only, size-checked, bounded
         self._disk[uri] = (status.st_mtime, status.st_size, source, warning)
         return source, warning
 
     def exists(self, path: Path) -> bool:
-        return self.open_documents(path_to_uri(path)) is not None or path.is_file()
+        """Whether something other than a folder is there (a pipe too: load() then says why it is not read)."""
+        if self.open_documents(path_to_uri(path)) is not None:
+            return True
+        try:
+            return path.exists() and not path.is_dir()
+        except OSError:
+            return False
