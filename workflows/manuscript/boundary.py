@@ -56,7 +56,7 @@ class ReadBoundary:
         real = _real(path)
         return any(real.is_relative_to(folder) for folder in (*self.folders, *self.allowed))
 
-    def check(self, path: Path, what: str = "") -> None:
+    def check(self, path: Path) -> None:
         """Raise OutsideWorkspace unless `path` (after following links) is inside an allowed folder."""
         if self.allows(path):
             return
@@ -64,7 +64,7 @@ class ReadBoundary:
         shown = f"{path} (a link to {real})" if real != Path(os.path.abspath(path)) else str(path)
         where = ", ".join(str(folder) for folder in self.folders) or "none"
         raise OutsideWorkspace(
-            f"{what or 'the file'} {shown} is outside the workspace ({where}); margin does not read it. "
+            f"the file {shown} is outside the workspace ({where}); margin does not read it. "
             f"To allow it, add its folder to {ALLOW_SETTING} in your user settings"
         )
 
