@@ -28,6 +28,8 @@ from typing import Any
 from lsp_bench import EDITOR_PATH_ONLY, close_session, open_session
 from lsprotocol import types
 
+from margin.workflows.manuscript.loader import is_markdown
+
 ROOT = Path(__file__).resolve().parent.parent
 LARGE = ROOT / "fixtures" / "large" / "large.tex"
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
@@ -63,7 +65,7 @@ async def measure(
     if not Path("/proc/self/status").exists():
         raise RuntimeError("this benchmark reads /proc/PID/status (Linux only)")
     text = path.read_text(encoding="utf-8")
-    language = "markdown" if path.suffix.lower() in (".md", ".markdown") else "latex"
+    language = "markdown" if is_markdown(path.name) else "latex"
     comment = "<!-- {} -->" if language == "markdown" else "% {}"
     session = await open_session(pull=False, settings=EDITOR_PATH_ONLY)
     try:

@@ -46,6 +46,7 @@ from typing import Any
 
 from stand_in import StandIn, stand_in
 
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.feedback.literature import Literature
 from margin.workflows.feedback.pipeline import (
     ReviewContext,
@@ -58,7 +59,6 @@ from margin.workflows.feedback.plans import LITERATURE, PAPER, REVIEW
 from margin.workflows.feedback.types import Mode, ParagraphReview, WeaknessType
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.config import EndpointConfig, LLMConfig
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.llm.types import Usage
 from margin.workflows.manuscript.loader import ManuscriptLoader
 from margin.workflows.manuscript.model import Manuscript, Paragraph

@@ -4,7 +4,7 @@ scripted stand-in for a busy vLLM server (a fixed latency per call, a cap on con
     python bench/rewrite_bench.py [--paragraphs 8] [--latency 0.2] [--concurrency 8] [--endpoint process|thread]
                                   [--json]
 
-Methods (every agent answered by margin.workflows.llm.scripted_agents, deterministic and valid):
+Methods (every agent answered by margin.testing.scripted_agents, deterministic and valid):
 - soms: Society of Medical Simplifiers on one paragraph (its loops are sequential by design);
 - soms-all: the same on N paragraphs at once (paragraphs run concurrently);
 - agentsimp-pl: AgentSimp, pipeline communication + iterative combination (the default), on N paragraphs;
@@ -38,7 +38,7 @@ from margin.workflows.rewrite import agentsimp, jrel, soms
 from margin.workflows.rewrite.edits import Target, targets_in
 from margin.workflows.rewrite.types import Rewrite
 
-RULES = "margin.workflows.llm.scripted_agents:rewrite_rules"
+RULES = "margin.testing.scripted_agents:rewrite_rules"
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "fixtures" / "latex" / "paper" / "main.tex"
 SECTION = ROOT / "fixtures" / "latex" / "paper" / "sections" / "introduction.tex"

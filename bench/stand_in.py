@@ -10,7 +10,7 @@ from contextlib import contextmanager, suppress
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from margin.workflows.llm.scripted_endpoint import Rule, ScriptedEndpoint
+from margin.testing.scripted_endpoint import Rule, ScriptedEndpoint
 
 
 def _rules(spec: str) -> list[Rule]:

@@ -7,9 +7,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from margin.workflows.manuscript.model import Severity
-from margin.workflows.manuscript.source import normalize_uri
-
-from .render import is_hard_to_read  # shared with `margin check`, which must not import lsprotocol
+from margin.workflows.readability import is_hard_to_read, long_enough  # the rule `margin check` applies too
 
 if TYPE_CHECKING:
     from margin.workflows.manuscript.model import Manuscript, Paragraph, Problem
@@ -68,16 +66,14 @@ def document_diagnostics(
     manuscript: Manuscript, uri: str, settings: Settings, scores: ReadabilityCache
 ) -> list[types.Diagnostic]:
     """Everything margin says about one file of a manuscript."""
-    key = normalize_uri(uri)
-    diagnostics = [problem_diagnostic(p) for p in manuscript.problems if normalize_uri(p.uri) == key]
+    diagnostics = [problem_diagnostic(problem) for problem in manuscript.problems_in(uri)]
     if settings.readability_enabled:
-        for paragraph in manuscript.paragraphs:
-            if normalize_uri(paragraph.uri) != key:
-                continue
-            if len(paragraph.text.split()) < settings.readability_min_words:
-                continue  # textstat counts no more words than this, so it could not be flagged: not scored
+        threshold, min_words = settings.readability_threshold, settings.readability_min_words
+        for paragraph in manuscript.paragraphs_in(uri):
+            if not long_enough(paragraph.text, min_words):
+                continue  # it could not be flagged: not scored
             paragraph_scores = scores.score(paragraph.text)
-            if is_hard_to_read(paragraph_scores, settings):
+            if is_hard_to_read(paragraph_scores, threshold, min_words):
                 diagnostics.append(readability_diagnostic(paragraph, paragraph_scores, settings))
     return diagnostics
 

@@ -7,10 +7,8 @@ from collections.abc import Callable
 
 from margin.workflows.manuscript.loader import ManuscriptLoader, manuscript_format
 from margin.workflows.manuscript.model import Manuscript
-from margin.workflows.manuscript.source import SourceFile, normalize_uri
+from margin.workflows.manuscript.source import SourceFile, UnreadableFile, check_not_binary, normalize_uri
 from margin.workflows.manuscript.sources import SourceProvider
-
-_BINARY_SNIFF = 8192
 
 
 class NotAnalysable(Exception):
@@ -108,8 +106,10 @@ class Analyzer:
                     f"{source.display_name} is {size / 2**20:.2f} MB; margin analyses files up to "
                     f"{max_bytes / 2**20:.3g} MB (setting margin.maxFileSizeMB)"
                 )
-        if "\x00" in source.text[:_BINARY_SNIFF]:
-            raise NotAnalysable(f"{source.display_name} looks like a binary file, not a manuscript")
+        try:
+            check_not_binary(source.text, source.display_name)
+        except UnreadableFile as error:
+            raise NotAnalysable(str(error)) from None
 
     def cached(self, uri: str) -> Manuscript | None:
         """The manuscript of a document if nothing it is made of changed since it was parsed (no parsing)."""

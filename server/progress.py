@@ -1,5 +1,5 @@
-"""Work-done progress for long runs, cancellable from the editor. A client without progress support, or one that
-refuses the token, still gets the work done, just without the bar."""
+"""The progress protocol (application/progress.py) as LSP work-done progress, cancellable from the editor. A
+client without progress support, or one that refuses the token, still gets the work done, just without the bar."""
 
 from __future__ import annotations
 
@@ -11,19 +11,24 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from .application.progress import percentage
+
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
 
 log = logging.getLogger("margin.progress")
 
 
-class Progress:
-    def __init__(self, server: LanguageServer, kind: str) -> None:
+class LspProgress:
+    def __init__(self, server: LanguageServer, kind: str, on_cancel: Callable[[], object]) -> None:
         self.server = server
         self.kind = kind
+        self.on_cancel = on_cancel
         self.token: str | None = None
+        self.total: int | None = None
 
-    async def begin(self, message: str, on_cancel: Callable[[], object]) -> None:
+    async def begin(self, title: str, total: int | None = None) -> None:
+        self.total = total
         window = self.server.client_capabilities.window
         if window is None or not window.work_done_progress:
             return
@@ -36,16 +41,17 @@ class Progress:
         self.token = token
         self.server.work_done_progress.begin(
             token,
-            types.WorkDoneProgressBegin(title="margin", message=message, cancellable=True, percentage=0),
+            types.WorkDoneProgressBegin(title="margin", message=title, cancellable=True, percentage=0),
         )
         cancelled = self.server.work_done_progress.tokens.get(token)
         if cancelled is not None:
-            cancelled.add_done_callback(lambda _: on_cancel())
+            cancelled.add_done_callback(lambda _: self.on_cancel())
 
-    def report(self, message: str, percentage: int | None = None) -> None:
+    def step(self, message: str, done: int | None = None) -> None:
         if self.token is not None:
             self.server.work_done_progress.report(
-                self.token, types.WorkDoneProgressReport(message=message, percentage=percentage)
+                self.token,
+                types.WorkDoneProgressReport(message=message, percentage=percentage(done, self.total)),
             )
 
     def end(self, message: str) -> None:

@@ -26,16 +26,14 @@ class CheckedParagraph:
     flagged: bool
 
 
-def is_hard_to_read(scores: Readability, settings: Settings) -> bool:
-    """The rule for flagging a paragraph, in `margin check` and in the editor's diagnostics alike."""
-    return scores.words >= settings.readability_min_words and scores.fkgl > settings.readability_threshold
-
-
 def check(manuscript: Manuscript, settings: Settings, scores: ReadabilityCache) -> list[CheckedParagraph]:
+    from margin.workflows.readability import is_hard_to_read  # the editor's diagnostics apply the same rule
+
+    threshold, min_words = settings.readability_threshold, settings.readability_min_words
     checked = []
     for paragraph in manuscript.paragraphs:
         paragraph_scores = scores.score(paragraph.text)
-        flagged = settings.readability_enabled and is_hard_to_read(paragraph_scores, settings)
+        flagged = settings.readability_enabled and is_hard_to_read(paragraph_scores, threshold, min_words)
         checked.append(CheckedParagraph(paragraph, paragraph_scores, flagged))
     return checked
 

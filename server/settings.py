@@ -3,28 +3,61 @@
 Values arrive under the section `margin`, nested ({"readability": {"threshold": 18}}) or dotted
 ({"readability.threshold": 18}), from initializationOptions or workspace/configuration. A bad value never
 stops the server: it is reported by name and the default is used.
+
+The pipeline knobs take their defaults from the pipelines' option dataclasses (ReviewOptions, SomsOptions,
+AgentSimpOptions, LayOptions, in light modules of their own) and the model knobs from the LLM layer's
+configuration: each default is written once, where it is used. Code reads the values typed, by section
+(`settings.review.trigger`, `settings.simplify.loop_limit`): the sections are generated from this table into
+server/settings_sections.py by `python -m margin.server.settings --write-sections`.
 """
 
 from __future__ import annotations
 
 import json
+import keyword
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Only the LLM layer's plain configuration types: the pipelines' options are imported where they are built, so
-# that reading settings (every command, the server's start) does not import the pipelines and the OpenAI client.
+# Only the LLM layer's plain configuration types and the pipelines' option dataclasses, from light modules: the
+# pipelines themselves are imported where they run, so that reading settings (every command, the server's start)
+# imports neither the pipelines nor the OpenAI client.
+from margin.workflows.feedback.options import ReviewOptions
+from margin.workflows.feedback.types import Mode
 from margin.workflows.llm.config import AUTO, EndpointConfig, LLMConfig, RoleRoute
-from margin.workflows.llm.types import ROLES, StructuredMode
+from margin.workflows.llm.types import StructuredMode
+from margin.workflows.registry import ROLES, SIMPLIFY_METHODS, SOMS
+from margin.workflows.rewrite.options import (
+    LAYPERSON,
+    LOOPS,
+    AgentSimpOptions,
+    Combination,
+    Communication,
+    Domain,
+    Keep,
+    LayOptions,
+    SomsOptions,
+)
 
 if TYPE_CHECKING:
+    from margin.server.settings_sections import (
+        CacheSettings,
+        GeneralSettings,
+        LaySettings,
+        LLMSettings,
+        LogLevel,
+        ReadabilitySettings,
+        ReviewSettings,
+        RewriteSettings,
+        ServerSettings,
+        SettingsSections,
+        SimplifySettings,
+    )
     from margin.workflows.feedback.literature import WebSearch
-    from margin.workflows.feedback.pipeline import ReviewOptions
     from margin.workflows.feedback.scholarly import ScholarlySearch
-    from margin.workflows.rewrite.agentsimp import AgentSimpOptions
-    from margin.workflows.rewrite.jrel import LayOptions
-    from margin.workflows.rewrite.soms import SomsOptions
 
 SECTION = "margin"
 
@@ -123,7 +156,34 @@ def _role_routes(value: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], s
     return routes, None
 
 
-_STRUCTURED_MODES = tuple(mode.value for mode in StructuredMode)
+def _default(options: type[Any], name: str) -> Any:
+    """The default that an options dataclass gives its field `name` (an enum member as its plain value)."""
+    (option,) = (option for option in fields(options) if option.name == name)
+    if option.default is MISSING:
+        raise ValueError(f"{options.__name__}.{name} has no plain default for the settings table")
+    return option.default.value if isinstance(option.default, Enum) else option.default
+
+
+def _spelled(choices: Mapping[str, Any], option: Any) -> str:
+    """The setting's spelling of an option's value."""
+    (spelling,) = (spelling for spelling, value in choices.items() if value == option)
+    return spelling
+
+
+def _values(choices: type[Enum]) -> tuple[str, ...]:
+    return tuple(member.value for member in choices)
+
+
+_STRUCTURED_MODES = _values(StructuredMode)
+# Where a setting spells its values unlike the option it sets: the one mapping, both ways.
+_SOMS_LOOPS: dict[str, tuple[str, ...]] = {"all": LOOPS, "laypersonOnly": (LAYPERSON,)}
+_LAY_ABLATIONS = {
+    "none": "",
+    "noReader": "no_reader",
+    "noEditor": "no_editor",
+    "noCollaboration": "no_collaboration",
+}
+_MB = 1024 * 1024
 
 SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
@@ -147,6 +207,13 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Paragraphs with fewer words get no readability diagnostic (the formulas are noisy on short text).",
         minimum=0,
         maximum=10_000,
+    ),
+    SettingSpec(
+        "readability.gradeHints",
+        "boolean",
+        False,
+        "Show each paragraph's Flesch-Kincaid grade as an inlay hint at its end (paragraphs of at least "
+        "readability.minWords words).",
     ),
     SettingSpec(
         "review.trigger",
@@ -175,16 +242,21 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "review.candidatePlans",
         "integer",
-        3,
+        _default(ReviewOptions, "candidates"),
         "Plans the planner writes; the best one runs.",
         minimum=1,
         maximum=8,
     ),
-    SettingSpec("review.planJudge", "boolean", False, "Also let a model rate the candidate plans."),
+    SettingSpec(
+        "review.planJudge",
+        "boolean",
+        _default(ReviewOptions, "judge"),
+        "Also let a model rate the candidate plans.",
+    ),
     SettingSpec(
         "review.maxFindings",
         "integer",
-        1,
+        _default(ReviewOptions, "max_findings"),
         "Findings per paragraph: one, the most important, as in the SWIF2T paper (models asked for several "
         "invent weaknesses); up to three.",
         minimum=1,
@@ -193,7 +265,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "review.minWords",
         "integer",
-        25,
+        _default(ReviewOptions, "min_words"),
         "Paragraphs with fewer words are not reviewed.",
         minimum=1,
         maximum=10_000,
@@ -238,22 +310,22 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "simplify.paragraphMethod",
         "string",
-        "soms",
+        SOMS,
         'How "Simplify paragraph" works: soms (Society of Medical Simplifiers: layperson, expert, simplifier, '
         "clarifier, redundancy checker) or agentsimp (AgentSimp's desk on one paragraph).",
-        choices=("soms", "agentsimp"),
+        choices=SIMPLIFY_METHODS,
     ),
     SettingSpec(
         "simplify.domain",
         "string",
-        "science",
+        _default(SomsOptions, "domain"),
         "Who the Society of Medical Simplifiers writes for: science (any field) or medical (the paper's setting).",
-        choices=("science", "medical"),
+        choices=_values(Domain),
     ),
     SettingSpec(
         "simplify.loopLimit",
         "integer",
-        2,
+        _default(SomsOptions, "loop_limit"),
         "Times each Society of Medical Simplifiers loop (layperson, clarifier, redundancy) may run.",
         minimum=1,
         maximum=5,
@@ -261,7 +333,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "simplify.clarifierRounds",
         "integer",
-        3,
+        _default(SomsOptions, "clarifier_rounds"),
         "Rounds in which the language clarifier may revise substitutions the simplifier rejected.",
         minimum=1,
         maximum=6,
@@ -269,57 +341,62 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "simplify.communication",
         "string",
-        "pipeline",
+        _default(AgentSimpOptions, "communication"),
         "AgentSimp: pipeline (simplifier, then metaphor analyst, then terminology interpreter) or synchronous "
         "(side by side, fused by the content integrator).",
-        choices=("pipeline", "synchronous"),
+        choices=_values(Communication),
     ),
     SettingSpec(
         "simplify.combination",
         "string",
-        "iterative",
+        _default(AgentSimpOptions, "combination"),
         "AgentSimp's article architect: iterative (overlapping chunks) or direct (the whole document at once).",
-        choices=("iterative", "direct"),
+        choices=_values(Combination),
     ),
     SettingSpec(
         "simplify.chunkSize",
         "integer",
-        2,
+        _default(AgentSimpOptions, "chunk_size"),
         "Paragraphs per article-architect call in iterative combination.",
         minimum=1,
         maximum=10,
     ),
-    SettingSpec("simplify.proofread", "boolean", True, "Let AgentSimp's proofreader check the result last."),
+    SettingSpec(
+        "simplify.proofread",
+        "boolean",
+        _default(AgentSimpOptions, "proofread"),
+        "Let AgentSimp's proofreader check the result last.",
+    ),
     SettingSpec(
         "simplify.architect",
         "boolean",
-        True,
+        _default(AgentSimpOptions, "architect"),
         "Let AgentSimp's article architect smooth the transitions (off: the paper's ablation without it).",
     ),
     SettingSpec(
         "simplify.metaphorAnalyst",
         "boolean",
-        True,
+        _default(AgentSimpOptions, "metaphor_analyst"),
         "Let AgentSimp's metaphor analyst explain figurative language (off: the paper's ablation without it).",
     ),
     SettingSpec(
         "simplify.terminologyInterpreter",
         "boolean",
-        True,
+        _default(AgentSimpOptions, "terminology_interpreter"),
         "Let AgentSimp's terminology interpreter explain technical terms (off: the paper's ablation without it).",
     ),
     SettingSpec(
         "simplify.somsLoops",
         "string",
-        "all",
+        _spelled(_SOMS_LOOPS, _default(SomsOptions, "loops")),
         "Which Society of Medical Simplifiers loops may run: all three, or the layperson loop only (the paper's "
         "ablation).",
-        choices=("all", "laypersonOnly"),
+        choices=tuple(_SOMS_LOOPS),
     ),
     SettingSpec(
         "lay.iterations",
         "integer",
-        3,
+        _default(LayOptions, "iterations"),
         "Reader-editor-journalist rounds after the lay article's first draft.",
         minimum=0,
         maximum=10,
@@ -327,15 +404,15 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "lay.keep",
         "string",
-        "last",
+        _default(LayOptions, "keep"),
         "Which version of the lay article to keep: the last one, or the most readable (lowest mean of FKGL, "
         "Coleman-Liau and Dale-Chall).",
-        choices=("last", "mostReadable"),
+        choices=_values(Keep),
     ),
     SettingSpec(
         "lay.paperWords",
         "integer",
-        1500,
+        _default(LayOptions, "paper_words"),
         "How many words of the paper (abstract first, then key sections) the journalist and editor read.",
         minimum=100,
         maximum=50_000,
@@ -343,11 +420,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "lay.ablation",
         "string",
-        "none",
+        _spelled(_LAY_ABLATIONS, _default(LayOptions, "ablation")),
         "JRE-L's ablations, to reproduce the paper's Table 3: none (the whole loop), noReader (the editor "
         "advises from the article alone), noEditor (the journalist revises from the reader's notes) or "
         "noCollaboration (the journalist revises its own draft).",
-        choices=("none", "noReader", "noEditor", "noCollaboration"),
+        choices=tuple(_LAY_ABLATIONS),
     ),
     SettingSpec(
         "rewrite.transcripts",
@@ -403,16 +480,42 @@ SETTINGS: tuple[SettingSpec, ...] = (
         user_only=True,
     ),
     SettingSpec("llm.model", "string", "", "Model name; empty: the first model the endpoint lists."),
-    SettingSpec("llm.temperature", "number", 0.2, "Sampling temperature.", minimum=0, maximum=2),
-    SettingSpec("llm.topP", "number", 1.0, "Nucleus sampling top_p.", minimum=0, maximum=1),
-    SettingSpec("llm.maxTokens", "integer", 1024, "Most tokens per answer.", minimum=16, maximum=65536),
     SettingSpec(
-        "llm.timeoutSeconds", "number", 120.0, "Seconds to wait for one answer.", minimum=1, maximum=3600
+        "llm.temperature",
+        "number",
+        _default(EndpointConfig, "temperature"),
+        "Sampling temperature.",
+        minimum=0,
+        maximum=2,
+    ),
+    SettingSpec(
+        "llm.topP",
+        "number",
+        _default(EndpointConfig, "top_p"),
+        "Nucleus sampling top_p.",
+        minimum=0,
+        maximum=1,
+    ),
+    SettingSpec(
+        "llm.maxTokens",
+        "integer",
+        _default(EndpointConfig, "max_tokens"),
+        "Most tokens per answer.",
+        minimum=16,
+        maximum=65536,
+    ),
+    SettingSpec(
+        "llm.timeoutSeconds",
+        "number",
+        _default(EndpointConfig, "timeout"),
+        "Seconds to wait for one answer.",
+        minimum=1,
+        maximum=3600,
     ),
     SettingSpec(
         "llm.maxConcurrency",
         "integer",
-        8,
+        _default(EndpointConfig, "max_concurrency"),
         "Most requests in flight to one endpoint, shared by all documents and pipelines.",
         minimum=1,
         maximum=512,
@@ -420,14 +523,14 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "llm.structuredOutput",
         "string",
-        "auto",
+        _default(EndpointConfig, "structured_mode"),
         "How to ask for JSON: auto negotiates per endpoint (json_schema, then json_object, then plain text).",
         choices=_STRUCTURED_MODES,
     ),
     SettingSpec(
         "llm.retries",
         "integer",
-        3,
+        _default(LLMConfig, "retries"),
         "Retries after a rate limit, server error or timeout.",
         minimum=0,
         maximum=10,
@@ -443,12 +546,15 @@ SETTINGS: tuple[SettingSpec, ...] = (
         user_only=True,
     ),
     SettingSpec(
-        "cache.enabled", "boolean", True, "Keep model answers in a persistent cache keyed by content."
+        "cache.enabled",
+        "boolean",
+        _default(LLMConfig, "cache_enabled"),
+        "Keep model answers in a persistent cache keyed by content.",
     ),
     SettingSpec(
         "cache.maxSizeMB",
         "number",
-        256.0,
+        _default(LLMConfig, "cache_max_bytes") / _MB,
         "Size bound of the cache; least recently used answers go first.",
         minimum=1,
         maximum=100_000,
@@ -480,60 +586,112 @@ class OnlineSearches:
 @dataclass(frozen=True, slots=True)
 class Settings:
     values: Mapping[str, Any]
+    # The typed sections, built from `values` the first time one is read (settings_sections is generated from
+    # SETTINGS; it is imported then, so that `--write-sections` works even when the file is out of date).
+    _sections: SettingsSections | None = field(default=None, init=False, repr=False, compare=False)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     @property
+    def sections(self) -> SettingsSections:
+        """Every section, typed: settings.review.trigger, settings.simplify.loop_limit, settings.llm.max_tokens."""
+        sections = self._sections
+        if sections is None:
+            from margin.server.settings_sections import SettingsSections
+
+            sections = SettingsSections.from_values(self.values)
+            object.__setattr__(self, "_sections", sections)
+        return sections
+
+    @property
+    def readability(self) -> ReadabilitySettings:
+        return self.sections.readability
+
+    @property
+    def review(self) -> ReviewSettings:
+        return self.sections.review
+
+    @property
+    def simplify(self) -> SimplifySettings:
+        return self.sections.simplify
+
+    @property
+    def lay(self) -> LaySettings:
+        return self.sections.lay
+
+    @property
+    def rewrite(self) -> RewriteSettings:
+        return self.sections.rewrite
+
+    @property
+    def server(self) -> ServerSettings:
+        return self.sections.server
+
+    @property
+    def llm(self) -> LLMSettings:
+        return self.sections.llm
+
+    @property
+    def cache(self) -> CacheSettings:
+        return self.sections.cache
+
+    @property
+    def general(self) -> GeneralSettings:
+        """The settings outside any section (maxFileSizeMB, allowedFolders, logLevel), as given."""
+        return self.sections.general
+
+    @property
+    def max_file_size_mb(self) -> float:
+        return self.general.max_file_size_mb
+
+    @property
+    def log_level(self) -> LogLevel:
+        return self.general.log_level
+
+    @property
     def readability_enabled(self) -> bool:
-        return bool(self.values["readability.enabled"])
+        return self.readability.enabled
 
     @property
     def readability_threshold(self) -> float:
-        return float(self.values["readability.threshold"])
+        return self.readability.threshold
 
     @property
     def readability_min_words(self) -> int:
-        return int(self.values["readability.minWords"])
+        return self.readability.min_words
 
     @property
     def max_file_bytes(self) -> int:
-        return int(float(self.values["maxFileSizeMB"]) * 1024 * 1024)
+        return int(self.max_file_size_mb * 1024 * 1024)
 
     @property
     def allowed_folders(self) -> list[Path]:
         """Folders outside the workspace the user lets margin read (absolute paths only)."""
-        folders = [Path(entry).expanduser() for entry in self.values["allowedFolders"]]
+        folders = [Path(entry).expanduser() for entry in self.general.allowed_folders]
         return [folder for folder in folders if folder.is_absolute()]
-
-    @property
-    def log_level(self) -> str:
-        return str(self.values["logLevel"])
 
     def review_trigger(self, endpoint: str = "server") -> str:
         """When reviews run, for an endpoint of this kind ("server", "embedded" or "none": EndpointKind)."""
-        trigger = str(self.values["review.trigger"])
+        trigger = self.review.trigger
         if trigger != "auto":
             return trigger
         return "save" if endpoint == "embedded" else "openAndSave"
 
     def review_mode(self, endpoint: str = "server") -> str:
-        mode = str(self.values["review.mode"])
+        mode = self.review.mode
         if mode != "auto":
             return mode
         return "fast" if endpoint == "embedded" else "full"
 
     def review_options(self, endpoint: str = "server") -> ReviewOptions:
-        from margin.workflows.feedback.pipeline import ReviewOptions
-        from margin.workflows.feedback.types import Mode
-
-        values = self.values
+        review = self.review
         return ReviewOptions(
             mode=Mode(self.review_mode(endpoint)),
-            candidates=int(values["review.candidatePlans"]),
-            judge=bool(values["review.planJudge"]),
-            min_words=int(values["review.minWords"]),
-            max_findings=int(values["review.maxFindings"]),
+            candidates=review.candidate_plans,
+            judge=review.plan_judge,
+            min_words=review.min_words,
+            max_findings=review.max_findings,
         )
 
     def online_searches(self) -> OnlineSearches:
@@ -542,13 +700,11 @@ class Settings:
         from margin.workflows.feedback.literature import WebSearch
         from margin.workflows.feedback.scholarly import scholarly_search
 
-        values = self.values
-        url = values["review.webSearchUrl"]
+        review = self.review
+        url = review.web_search_url
         return OnlineSearches(
             WebSearch(url) if url else None,
-            scholarly_search(
-                values["review.scholarlySearch"], values["review.scholarlyBaseUrl"], values["review.mailto"]
-            ),
+            scholarly_search(review.scholarly_search, review.scholarly_base_url, review.mailto),
         )
 
     def section(self, name: str) -> dict[str, Any]:
@@ -556,54 +712,48 @@ class Settings:
         return {key: value for key, value in self.values.items() if key.startswith(f"{name}.")}
 
     def soms_options(self) -> SomsOptions:
-        from margin.workflows.rewrite.soms import LAYPERSON, LOOPS, SomsOptions
-
-        values = self.values
+        simplify = self.simplify
         return SomsOptions(
-            domain=values["simplify.domain"],
-            loop_limit=int(values["simplify.loopLimit"]),
-            clarifier_rounds=int(values["simplify.clarifierRounds"]),
-            loops=(LAYPERSON,) if values["simplify.somsLoops"] == "laypersonOnly" else LOOPS,
+            domain=Domain(simplify.domain),
+            loop_limit=simplify.loop_limit,
+            clarifier_rounds=simplify.clarifier_rounds,
+            loops=_SOMS_LOOPS[simplify.soms_loops],
         )
 
     def agentsimp_options(self) -> AgentSimpOptions:
-        from margin.workflows.rewrite.agentsimp import AgentSimpOptions
-
-        values = self.values
+        simplify = self.simplify
         return AgentSimpOptions(
-            communication=values["simplify.communication"],
-            combination=values["simplify.combination"],
-            chunk_size=int(values["simplify.chunkSize"]),
-            proofread=bool(values["simplify.proofread"]),
-            architect=bool(values["simplify.architect"]),
-            metaphor_analyst=bool(values["simplify.metaphorAnalyst"]),
-            terminology_interpreter=bool(values["simplify.terminologyInterpreter"]),
+            communication=Communication(simplify.communication),
+            combination=Combination(simplify.combination),
+            chunk_size=simplify.chunk_size,
+            proofread=simplify.proofread,
+            architect=simplify.architect,
+            metaphor_analyst=simplify.metaphor_analyst,
+            terminology_interpreter=simplify.terminology_interpreter,
         )
 
     def lay_options(self) -> LayOptions:
-        from margin.workflows.rewrite.jrel import LayOptions
-
-        values = self.values
+        lay = self.lay
         return LayOptions(
-            iterations=int(values["lay.iterations"]),
-            keep=values["lay.keep"],
-            paper_words=int(values["lay.paperWords"]),
-            ablation=_LAY_ABLATIONS[values["lay.ablation"]],
+            iterations=lay.iterations,
+            keep=Keep(lay.keep),
+            paper_words=lay.paper_words,
+            ablation=_LAY_ABLATIONS[lay.ablation],
         )
 
     def llm_config(self) -> LLMConfig:
         """The LLM layer's configuration from these settings."""
-        values = self.values
+        llm, cache = self.llm, self.cache
         default = EndpointConfig(
-            base_url=values["llm.endpoint"] or AUTO,
-            api_key_env=values["llm.apiKeyEnv"] or None,
-            model=values["llm.model"] or None,
-            temperature=float(values["llm.temperature"]),
-            top_p=float(values["llm.topP"]),
-            max_tokens=int(values["llm.maxTokens"]),
-            timeout=float(values["llm.timeoutSeconds"]),
-            max_concurrency=int(values["llm.maxConcurrency"]),
-            structured_mode=StructuredMode(values["llm.structuredOutput"]),
+            base_url=llm.endpoint or AUTO,
+            api_key_env=llm.api_key_env or None,
+            model=llm.model or None,
+            temperature=llm.temperature,
+            top_p=llm.top_p,
+            max_tokens=llm.max_tokens,
+            timeout=llm.timeout_seconds,
+            max_concurrency=llm.max_concurrency,
+            structured_mode=StructuredMode(llm.structured_output),
         )
         roles = {
             role: RoleRoute(
@@ -614,25 +764,19 @@ class Settings:
                 top_p=route.get("topP"),
                 frequency_penalty=route.get("frequencyPenalty"),
             )
-            for role, route in values["llm.roles"].items()
+            for role, route in llm.roles.items()
         }
         return LLMConfig(
             default=default,
             roles=roles,
-            cache_enabled=bool(values["cache.enabled"]),
-            cache_path=Path(values["cache.path"]).expanduser() if values["cache.path"] else None,
-            cache_max_bytes=int(float(values["cache.maxSizeMB"]) * 1024 * 1024),
-            retries=int(values["llm.retries"]),
+            cache_enabled=cache.enabled,
+            cache_path=Path(cache.path).expanduser() if cache.path else None,
+            cache_max_bytes=int(cache.max_size_mb * 1024 * 1024),
+            retries=llm.retries,
         )
 
 
 DEFAULTS = Settings({spec.key: spec.default for spec in SETTINGS})
-_LAY_ABLATIONS = {
-    "none": "",
-    "noReader": "no_reader",
-    "noEditor": "no_editor",
-    "noCollaboration": "no_collaboration",
-}
 
 
 def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -784,10 +928,149 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # python -m margin.server.settings --write-vscode vscode-extension/package.json
+# -- the typed sections, generated from the table -----------------------------------------------------------------
+
+# The section of the settings whose key has no dot (maxFileSizeMB, allowedFolders, logLevel).
+GENERAL = "general"
+SECTIONS_MODULE = Path(__file__).with_name("settings_sections.py")
+_PYTHON_TYPES = {
+    "boolean": "bool",
+    "number": "float",
+    "integer": "int",
+    "string": "str",
+    "list": "list[str]",
+    "object": "dict[str, dict[str, Any]]",
+}
+_CONVERSIONS = {"boolean": "bool", "number": "float", "integer": "int"}  # as the untyped accessors read them
+_PREFIXES = {"llm": "LLM"}
+
+
+def snake_case(name: str) -> str:
+    """loopLimit -> loop_limit, maxFileSizeMB -> max_file_size_mb."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def attribute_of(key: str) -> tuple[str, str]:
+    """Where a setting is read typed: settings.<section>.<attribute> (section GENERAL for a key with no dot)."""
+    section, _, name = key.rpartition(".")
+    return section or GENERAL, snake_case(name)
+
+
+def _prefix(section: str) -> str:
+    return _PREFIXES.get(section, section[:1].upper() + section[1:])
+
+
+def _choices_alias(spec: SettingSpec) -> str:
+    """The name of a setting's Literal type: ReviewTrigger for review.trigger, LogLevel for logLevel."""
+    section, _, name = spec.key.rpartition(".")
+    return (_prefix(section) if section else "") + name[:1].upper() + name[1:]
+
+
+def _sections() -> dict[str, list[SettingSpec]]:
+    """The table's settings by section, in the table's order, GENERAL last."""
+    sections: dict[str, list[SettingSpec]] = {}
+    for spec in SETTINGS:
+        sections.setdefault(attribute_of(spec.key)[0], []).append(spec)
+    if GENERAL in sections:
+        sections[GENERAL] = sections.pop(GENERAL)
+    for section, specs in sections.items():
+        names = [section, *(attribute_of(spec.key)[1] for spec in specs)]
+        if any(not name.isidentifier() or keyword.iskeyword(name) for name in names):
+            raise ValueError(f"a setting of {section} has no usable Python name: {names}")
+        if len(set(names[1:])) != len(names) - 1:
+            raise ValueError(f"two settings of {section} have the same Python name: {names}")
+    return sections
+
+
+def sections_module() -> str:
+    """The source of margin.server.settings_sections: a frozen dataclass per section of SETTINGS, typed."""
+    sections = _sections()
+    lines = [
+        "# Generated by python -m margin.server.settings --write-sections; do not edit.",
+        '"""margin\'s settings as typed sections: one frozen dataclass per section of the table in',
+        "margin.server.settings, with its fields in snake_case.",
+        "",
+        "Settings builds them once from its values: settings.review.trigger, settings.simplify.loop_limit, and",
+        "settings.general.log_level for the settings outside any section. tests/test_settings_sections.py checks that",
+        "this file is what the table generates now.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import Mapping",
+        "from dataclasses import dataclass",
+        "from typing import Any, Literal",
+        "",
+        "# The settings that take one of a few strings.",
+    ]
+    for spec in SETTINGS:
+        if spec.choices:
+            choices = ", ".join(json.dumps(choice) for choice in spec.choices)
+            lines.append(f"{_choices_alias(spec)} = Literal[{choices}]")
+    for section, specs in sections.items():
+        name = f"{_prefix(section)}Settings"
+        where = (
+            f"The settings outside any section: {', '.join(f'{SECTION}.{spec.key}' for spec in specs)}."
+            if section == GENERAL
+            else f"{SECTION}.{section}.*"
+        )
+        lines += ["", "", "@dataclass(frozen=True, slots=True)", f"class {name}:", f'    """{where}"""', ""]
+        for spec in specs:
+            kind = _choices_alias(spec) if spec.choices else _PYTHON_TYPES[spec.kind]
+            lines.append(f"    {attribute_of(spec.key)[1]}: {kind}  # {SECTION}.{spec.key}")
+        lines += [
+            "",
+            "    @classmethod",
+            f"    def from_values(cls, values: Mapping[str, Any]) -> {name}:",
+            "        return cls(",
+        ]
+        for spec in specs:
+            read = f"values[{json.dumps(spec.key)}]"
+            if spec.kind in _CONVERSIONS:
+                read = f"{_CONVERSIONS[spec.kind]}({read})"
+            lines.append(f"            {attribute_of(spec.key)[1]}={read},")
+        lines.append("        )")
+    lines += [
+        "",
+        "",
+        "@dataclass(frozen=True, slots=True)",
+        "class SettingsSections:",
+        '    """Every section, as a Settings builds them from its values."""',
+        "",
+        *(f"    {section}: {_prefix(section)}Settings" for section in sections),
+        "",
+        "    @classmethod",
+        "    def from_values(cls, values: Mapping[str, Any]) -> SettingsSections:",
+        "        return cls(",
+        *(f"            {section}={_prefix(section)}Settings.from_values(values)," for section in sections),
+        "        )",
+        "",
+        "",
+        "# Each setting's typed place: settings.<section>.<attribute>.",
+        "ATTRIBUTES: dict[str, tuple[str, str]] = {",
+        *(
+            f'    "{spec.key}": ("{section}", "{name}"),'
+            for spec in SETTINGS
+            for section, name in [attribute_of(spec.key)]
+        ),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_sections(module: Path = SECTIONS_MODULE) -> None:
+    """Write the typed sections' module (after a change to the table; a test keeps the two in step)."""
+    module.write_text(sections_module(), encoding="utf-8")
+
+
+# python -m margin.server.settings: the README's table; --write-vscode vscode-extension/package.json: the
+# extension's schema; --write-sections [path]: the typed sections (server/settings_sections.py).
+if __name__ == "__main__":
     import sys
 
     if sys.argv[1:2] == ["--write-vscode"] and len(sys.argv) == 3:
         write_vscode_schema(Path(sys.argv[2]))
+    elif sys.argv[1:2] == ["--write-sections"] and len(sys.argv) <= 3:
+        write_sections(Path(sys.argv[2]) if len(sys.argv) == 3 else SECTIONS_MODULE)
     else:
         print(markdown_table())

@@ -1,4 +1,5 @@
-"""Shared test helpers: paths to fixtures, the command that starts margin's server, and parse helpers."""
+"""Shared test helpers: paths to fixtures, the command that starts margin's server, parse helpers, scripted
+endpoints, and a language client that records what the server sends."""
 
 from __future__ import annotations
 
@@ -157,9 +158,9 @@ import threading  # noqa: E402
 from collections.abc import AsyncIterator, Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
+from margin.testing.scripted_endpoint import Rule, ScriptedEndpoint  # noqa: E402
 from margin.workflows.llm.client import LLMClient  # noqa: E402
 from margin.workflows.llm.config import EndpointConfig, LLMConfig, RoleRoute  # noqa: E402
-from margin.workflows.llm.scripted_endpoint import Rule, ScriptedEndpoint  # noqa: E402
 
 ScriptedFactory = Callable[..., ScriptedEndpoint]
 ClientFactory = Callable[[LLMConfig], LLMClient]
@@ -300,7 +301,7 @@ class BusyServer:
 
 # -- focused feedback: the fixture paper, scripted agents and what they were asked ------------------------------
 
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply  # noqa: E402
+from margin.testing.scripted_endpoint import RecordedRequest, Reply  # noqa: E402
 
 PAPER_MAIN = FIXTURES / "latex" / "paper" / "main.tex"
 SCRIPTED_MODEL = "scripted-model"
@@ -312,6 +313,12 @@ def load_manuscript(path: Path) -> Manuscript:
 
     manuscript, _warnings = ManuscriptLoader().load_path(path)
     return manuscript
+
+
+@pytest.fixture(scope="module")
+def paper() -> Manuscript:
+    """The fixture paper (fixtures/latex/paper), loaded once per test module the way `margin review` loads it."""
+    return load_manuscript(PAPER_MAIN)
 
 
 def paragraph_starting(manuscript: Manuscript, prefix: str) -> Paragraph:
@@ -470,3 +477,210 @@ async def nothing_on_localhost_8000() -> None:
         pytest.skip(
             f"an LLM server answers at {_VLLM_DEFAULT_URL}: 'auto' would use it, not the embedded model"
         )
+
+
+# -- language server: a client that records what the server sends and lets a test wait for a condition -----------
+
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from typing import TypeVar, Union  # noqa: E402
+
+from lsprotocol import types  # noqa: E402
+from pygls.protocol import default_converter  # noqa: E402
+from pytest_lsp import LanguageClient  # noqa: E402
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
+
+LSP_WAIT = 20.0  # seconds; only turns a hang into a failure
+
+
+def lsp_range(start: tuple[int, int], end: tuple[int, int]) -> types.Range:
+    return types.Range(
+        start=types.Position(line=start[0], character=start[1]),
+        end=types.Position(line=end[0], character=end[1]),
+    )
+
+
+class RecordingClient(LanguageClient):
+    """pytest-lsp's client, plus every publishDiagnostics in order and waiting on arbitrary conditions.
+
+    Made by `recording_client`, which routes the notifications it is given through `notified`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.published: list[types.PublishDiagnosticsParams] = []
+        self.initialize_result: types.InitializeResult | None = None
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+
+    def notified(self, method: str, params: Any) -> None:
+        if method == types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS:
+            params.diagnostics = list(params.diagnostics)  # the converter makes a tuple; lists compare simply
+            self.published.append(params)
+        for predicate, future in list(self._waiters):
+            if not future.done() and predicate():
+                future.set_result(None)
+
+    async def wait_until(self, predicate: Callable[[], bool], what: str, timeout: float = LSP_WAIT) -> None:
+        if predicate():
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (predicate, future)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
+        finally:
+            self._waiters.remove(entry)
+
+    # -- documents ------------------------------------------------------------------------------------------
+
+    def open(self, uri: str, text: str, version: int = 1, language_id: str | None = None) -> None:
+        language = language_id or ("markdown" if uri.endswith(".md") else "latex")
+        self.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=uri, language_id=language, version=version, text=text
+                )
+            )
+        )
+
+    def edit(self, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str) -> None:
+        """An incremental didChange replacing one range."""
+        self.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(range=lsp_range(start, end), text=text)
+                ],
+            )
+        )
+
+    def replace_all(self, uri: str, version: int, text: str) -> None:
+        self.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+
+    def close(self, uri: str) -> None:
+        self.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+
+    # -- answers --------------------------------------------------------------------------------------------
+
+    def latest_publish(self, uri: str, after: int = 0) -> types.PublishDiagnosticsParams | None:
+        for params in reversed(self.published[after:]):
+            if params.uri == uri:
+                return params
+        return None
+
+    async def published_for(
+        self, uri: str, version: int | None = None, after: int = 0
+    ) -> types.PublishDiagnosticsParams:
+        """The latest publishDiagnostics for `uri` (with `version`, if given) received after index `after`."""
+
+        def matching() -> types.PublishDiagnosticsParams | None:
+            for params in reversed(self.published[after:]):
+                if params.uri == uri and (version is None or params.version == version):
+                    return params
+            return None
+
+        await self.wait_until(lambda: matching() is not None, f"publishDiagnostics for {uri} v{version}")
+        found = matching()
+        assert found is not None
+        return found
+
+    async def pull(self, uri: str) -> list[types.Diagnostic]:
+        report = await asyncio.wait_for(
+            self.text_document_diagnostic_async(
+                types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            ),
+            LSP_WAIT,
+        )
+        assert report.kind == "full", report
+        return list(report.items)
+
+    async def hover(
+        self, uri: str, line: int, character: int, timeout: float = LSP_WAIT
+    ) -> types.Hover | None:
+        return await asyncio.wait_for(
+            self.text_document_hover_async(
+                types.HoverParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    position=types.Position(line=line, character=character),
+                )
+            ),
+            timeout,
+        )
+
+    async def hover_text(self, uri: str, line: int, character: int, timeout: float = LSP_WAIT) -> str | None:
+        """The hover's Markdown, or None when there is no hover."""
+        answer = await self.hover(uri, line, character, timeout)
+        if answer is None:
+            return None
+        assert isinstance(answer.contents, types.MarkupContent)
+        return answer.contents.value
+
+
+Client = TypeVar("Client", bound=RecordingClient)
+
+
+def _recording(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
+    def recorded(client: LanguageClient, params: Any) -> Any:
+        result = handler(client, params)
+        if isinstance(client, RecordingClient):
+            client.notified(method, params)
+        return result
+
+    return recorded
+
+
+def recording_client(
+    client_class: type[Client], recorded: Sequence[str], handlers: dict[str, Callable[..., Any]] | None = None
+) -> Client:
+    """A `client_class` with pytest-lsp's features (and `handlers` instead of some), which passes the
+    messages named in `recorded` to its `notified` after pytest-lsp's own handling."""
+    client = client_class(converter_factory=default_converter)
+    features = {**DEFAULT_CLIENT_FEATURES, **(handlers or {})}
+    for method in recorded:
+        features[method] = _recording(method, features[method])
+    register_lsp_features(client, features)
+    return client
+
+
+async def stop_session(client: LanguageClient, timeout: float = LSP_WAIT) -> None:
+    """End a test's own server, also after a failure inside the test: shut it down, or kill it if it does not
+    answer, since the client's stop() waits for the server process to exit."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(client.shutdown_session(), timeout)
+    server = client._server
+    if server is not None and server.returncode is None:
+        server.kill()
+    await asyncio.wait_for(client.stop(), timeout)
+
+
+def fix_code_action_hook(client: LanguageClient) -> None:
+    """lsprotocol's hook structures every code-action result item that has a "command" key as a Command, so
+    a CodeAction that carries a command (valid LSP, what VS Code and Neovim expect) would arrive mangled.
+    Tell this client's converter what the spec says: a Command's "command" is a string."""
+    converter = client.protocol._converter
+
+    def structure(item: Any, _: Any) -> Any:
+        wanted = types.Command if isinstance(item.get("command"), str) else types.CodeAction
+        return converter.structure(item, wanted)
+
+    converter.register_structure_hook(types.Command | types.CodeAction, structure)
+    converter.register_structure_hook(Union[types.Command, types.CodeAction], structure)  # noqa: UP007
+
+
+async def eventually(predicate: Callable[[], bool], what: str, timeout: float = LSP_WAIT) -> None:
+    """Poll state outside the client (the endpoint's requests, what the client received) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(0.02)

@@ -9,19 +9,17 @@ from typing import Any
 import pytest
 
 from margin.server.settings import parse_settings
-from margin.workflows.llm.scripted_agents import rewrite_rules
+from margin.testing.scripted_agents import rewrite_rules
 from margin.workflows.manuscript.model import Manuscript
 from margin.workflows.rewrite import agentsimp, jrel, soms
 from margin.workflows.rewrite.types import Language
 
 from conftest import (
-    PAPER_MAIN,
     ClientFactory,
     ScriptedFactory,
     chat_requests_in_order,
     feedback_llm_config,
     final_user_message,
-    load_manuscript,
 )
 
 PARAGRAPHS = [
@@ -43,11 +41,6 @@ async def roles_of(
     endpoint = scripted(*rewrite_rules())
     await run(llm_clients(feedback_llm_config(endpoint, tmp_path, cache_enabled=False)))
     return [str(request.role) for request in chat_requests_in_order(endpoint)]
-
-
-@pytest.fixture(scope="module")
-def paper() -> Manuscript:
-    return load_manuscript(PAPER_MAIN)
 
 
 # -- JRE-L (its Table 3) -------------------------------------------------------------------------------------------

@@ -24,8 +24,10 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from margin.server.cli import EXIT_OK, main
-from margin.server.exit_status import MODEL_CALLS_FAILED
+from margin.server.cli import main
+from margin.server.cli.exit_status import MODEL_CALLS_FAILED
+from margin.server.cli.exit_status import OK as EXIT_OK
+from margin.testing.scripted_endpoint import Reply, Rule, ScriptedEndpoint
 from margin.workflows.feedback.pipeline import (
     FINDINGS_READ,
     ReviewContext,
@@ -44,7 +46,6 @@ from margin.workflows.feedback.types import (
 from margin.workflows.llm.cache import ResponseCache
 from margin.workflows.llm.client import answer_byte_limit
 from margin.workflows.llm.repetition import repetition
-from margin.workflows.llm.scripted_endpoint import Reply, Rule, ScriptedEndpoint
 from margin.workflows.llm.structured import MAX_JSON_DEPTH, MAX_JSON_VALUES, parse_answer
 from margin.workflows.llm.types import FailureKind, LLMError, Request
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from margin.testing.scripted_agents import rewrite_rules
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.feedback import agents
 from margin.workflows.feedback.types import Evidence, Passage, Source
 from margin.workflows.llm.client import LLMClient
-from margin.workflows.llm.scripted_agents import rewrite_rules
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.llm.types import Priority
 from margin.workflows.prompts import fence, fenced_after, prompt
 from margin.workflows.rewrite.agentsimp import simplify_document

@@ -32,9 +32,9 @@ from test_lsp_rewrites import (
 )
 
 from margin.server.cli import main
-from margin.server.rewrite_cli import EXIT_NOT_REWRITTEN
-from margin.workflows.llm.scripted_agents import rewrite_rules
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule
+from margin.server.cli.exit_status import NOT_REWRITTEN as EXIT_NOT_REWRITTEN
+from margin.testing.scripted_agents import rewrite_rules
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.prompts import fenced_after
 from margin.workflows.rewrite.additions import (
     BACKSLASH,

@@ -26,8 +26,8 @@ from margin.server.settings import (
     vscode_capabilities,
     vscode_configuration,
 )
+from margin.testing.scripted_endpoint import Reply, Rule
 from margin.workflows.llm.cache import ResponseCache
-from margin.workflows.llm.scripted_endpoint import Reply, Rule
 
 from conftest import REPO
 

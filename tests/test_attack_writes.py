@@ -25,10 +25,10 @@ from lsprotocol import types
 from test_eval import SIMPLIFICATION  # the same two pairs as the eval tests
 
 from margin.server.cli import main
-from margin.server.exit_status import NOT_WRITTEN, USAGE
+from margin.server.cli.exit_status import NOT_WRITTEN, USAGE
+from margin.testing.scripted_agents import rewrite_rules
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.feedback.dismissals import DismissalStore
-from margin.workflows.llm.scripted_agents import rewrite_rules
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.rewrite.output import OutputProblem, check_output, create_beside, write_output
 
 from conftest import FIXTURES, SCRIPTED_MODEL, ScriptedFactory

@@ -1,7 +1,9 @@
-"""The `margin` command line: `check` in text and JSON, errors and exit codes, `--version`."""
+"""The `margin` command line: `check` in text and JSON, errors and exit codes, `--version`, `python -m`, and the
+progress the model commands draw on a terminal."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -12,7 +14,11 @@ from pathlib import Path
 import pytest
 
 from margin.server import __version__
-from margin.server.cli import EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, main
+from margin.server.cli import main
+from margin.server.cli.exit_status import OK as EXIT_OK
+from margin.server.cli.exit_status import UNREADABLE as EXIT_UNREADABLE
+from margin.server.cli.exit_status import USAGE as EXIT_USAGE
+from margin.server.cli.progress import TerminalProgress
 from margin.workflows.manuscript.loader import ManuscriptLoader
 
 from conftest import FIXTURES, REPO
@@ -339,3 +345,97 @@ def test_a_latex_project_folder_checks_its_root_and_says_what_it_skipped(
     assert paragraph_lines(out) == paragraph_lines(alone) and paragraph_lines(out)
     assert "skipped" in err and "notes.txt" in err and "references.bib" in err
     assert "LaTeX file(s) that are not a root" in err  # the sections, read through main.tex
+
+
+def test_python_dash_m_runs_the_command_line() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "margin.server.cli", "check", str(MARKDOWN), "--format", "json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == EXIT_OK, completed.stderr
+    assert json.loads(completed.stdout)["paragraphs"]
+    usage = subprocess.run(
+        [sys.executable, "-m", "margin.server.cli"], capture_output=True, text=True, timeout=120
+    )
+    assert usage.returncode == EXIT_USAGE and "usage: margin" in usage.stderr
+
+
+# -- progress on a terminal ------------------------------------------------------------------------------------------
+
+
+class Stream(io.StringIO):
+    """stderr, as a terminal or not."""
+
+    def __init__(self, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+async def test_progress_of_counted_work_is_a_bar_that_ends_its_line() -> None:
+    stream = Stream(terminal=True)
+    progress = TerminalProgress("paper.md (fast)", unit="paragraphs", stream=stream)
+    await progress.begin("Reviewing 0/4 paragraphs", 4)
+    for done in range(1, 5):
+        progress.step(f"Reviewing {done}/4 paragraphs", done)
+    progress.end("Reviewed 4/4 paragraphs")
+    drawn = stream.getvalue()
+    assert drawn.split("\r")[1:] == [
+        f"paper.md (fast) [{'#' * filled}{'.' * (30 - filled)}] {done}/4 paragraphs"
+        + ("\n" if done == 4 else "")
+        for done, filled in ((1, 7), (2, 15), (3, 22), (4, 30))
+    ]
+
+
+async def test_progress_of_counted_work_stopped_early_still_ends_its_line() -> None:
+    stream = Stream(terminal=True)
+    progress = TerminalProgress(unit="examples", stream=stream)
+    await progress.begin("soms on cochrane", 3)
+    progress.step("1/3 examples", 1)
+    progress.end("cancelled")
+    assert stream.getvalue() == f"\rsoms on cochrane [{'#' * 10}{'.' * 20}] 1/3 examples\n"
+
+
+async def test_progress_of_uncounted_work_is_the_current_step_on_one_line_cleared_at_the_end() -> None:
+    stream = Stream(terminal=True)
+    progress = TerminalProgress(stream=stream)
+    await progress.begin("paper.md (agentsimp)")
+    progress.step("planner: reading the paragraph")
+    progress.step("simplifier: " + "x" * 300)
+    progress.end("done")
+    first, second, cleared = stream.getvalue().split("\r")[1:]
+    assert first == "\033[Kpaper.md (agentsimp) [1] planner: reading the paragraph"
+    assert second.startswith("\033[Kpaper.md (agentsimp) [2] simplifier: xxx") and len("\r" + second) == 200
+    assert cleared == "\033[K"
+
+
+@pytest.mark.parametrize("total", [3, None])
+async def test_progress_draws_nothing_when_stderr_is_not_a_terminal(total: int | None) -> None:
+    stream = Stream(terminal=False)
+    progress = TerminalProgress("paper.md", unit="paragraphs", stream=stream)
+    await progress.begin("work", total)
+    for done in range(1, 4):
+        progress.step("a step", done)
+    progress.end("done")
+    assert stream.getvalue() == ""
+
+
+async def test_progress_of_no_work_draws_nothing() -> None:
+    stream = Stream(terminal=True)
+    progress = TerminalProgress("paper.md", unit="paragraphs", stream=stream)
+    await progress.begin("Reviewing 0/0 paragraphs", 0)
+    progress.end("Reviewed 0/0 paragraphs")
+    assert stream.getvalue() == ""
+
+
+def test_progress_follows_stderr_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = Stream(terminal=True)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert TerminalProgress().enabled
+    monkeypatch.setattr(sys, "stderr", Stream(terminal=False))
+    assert not TerminalProgress().enabled

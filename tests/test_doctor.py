@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
-from margin.server.cli import EXIT_NO_MODEL, EXIT_OK, main
+from margin.server.cli import main
+from margin.server.cli.exit_status import NO_MODEL as EXIT_NO_MODEL
+from margin.server.cli.exit_status import OK as EXIT_OK
 from margin.server.render import render_doctor
 from margin.server.settings import DEFAULTS, SETTINGS, parse_settings
+from margin.testing.scripted_endpoint import Reply, Rule
 from margin.workflows.llm.config import AUTO, LLMConfig, RoleRoute
 from margin.workflows.llm.doctor import diagnose
-from margin.workflows.llm.scripted_endpoint import Reply, Rule
 from margin.workflows.llm.types import StructuredMode
 
 from conftest import ScriptedFactory, llm_config

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from margin.server.cli import main
-from margin.server.exit_status import NO_MODEL
+from margin.server.cli.exit_status import NO_MODEL
 from margin.workflows.llm import embedded
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.config import EndpointConfig, LLMConfig

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from margin.server.cli import main
-from margin.server.exit_status import NO_MODEL
+from margin.server.cli.exit_status import NO_MODEL
+from margin.testing.scripted_agents import rewrite_rules
+from margin.testing.scripted_endpoint import Reply, Rule, ScriptedEndpoint
 from margin.workflows.evaluation.datasets import (
     AGENTSIMP,
     FEEDBACK,
@@ -20,8 +22,6 @@ from margin.workflows.evaluation.datasets import (
     load_examples,
     paragraphs_of,
 )
-from margin.workflows.llm.scripted_agents import rewrite_rules
-from margin.workflows.llm.scripted_endpoint import Reply, Rule, ScriptedEndpoint
 
 from conftest import SCRIPTED_MODEL, ScriptedFactory
 

@@ -13,33 +13,26 @@ from typing import Any
 import pytest
 
 from margin.server.settings import parse_settings
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.feedback.literature import Literature
 from margin.workflows.feedback.pipeline import ReviewContext, ReviewOptions, review_paragraph
 from margin.workflows.feedback.quotes import quote_spans
 from margin.workflows.feedback.types import Mode, WeaknessType
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.llm.types import StructuredMode
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 from margin.workflows.prompts import prompt
 
 from conftest import (
-    PAPER_MAIN,
     ClientFactory,
     ScriptedFactory,
     feedback_llm_config,
     finding_json,
-    load_manuscript,
     paragraph_starting,
     review_reply,
     without_nagle,
 )
 
 TARGET = "Second, we add a regularizer that pulls term weights"
-
-
-@pytest.fixture(scope="module")
-def paper() -> Manuscript:
-    return load_manuscript(PAPER_MAIN)
 
 
 @pytest.fixture(scope="module")

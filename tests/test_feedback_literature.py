@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from margin.server.cli import main
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.evaluation.datasets import FEEDBACK, DatasetError, load_examples
 from margin.workflows.feedback.literature import (
     BLOCKED_DOMAINS,
@@ -23,7 +24,6 @@ from margin.workflows.feedback.literature import (
     read_bibliography,
 )
 from margin.workflows.feedback.types import Source
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 
 from conftest import (

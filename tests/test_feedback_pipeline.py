@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.feedback.dismissals import DismissalStore, dismissal_key
 from margin.workflows.feedback.literature import Literature, WebSearch
 from margin.workflows.feedback.pipeline import (
@@ -29,12 +30,10 @@ from margin.workflows.feedback.pipeline import (
 from margin.workflows.feedback.plans import LITERATURE, PAPER, REVIEW, Plan
 from margin.workflows.feedback.retrieval import manuscript_passages
 from margin.workflows.feedback.types import Mode, ParagraphReview, Source, WeaknessType
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 from margin.workflows.prompts import fence
 
 from conftest import (
-    PAPER_MAIN,
     ClientFactory,
     ScriptedFactory,
     SearchServer,
@@ -140,11 +139,6 @@ def agents(
 
 
 # -- fixtures ----------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def paper() -> Manuscript:
-    return load_manuscript(PAPER_MAIN)
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from margin.testing.scripted_endpoint import Rule
 from margin.workflows.feedback.pipeline import ReviewOptions, review_manuscript
 from margin.workflows.feedback.quotes import FUZZY_THRESHOLD, QuoteMatch, locate_quote
 from margin.workflows.feedback.types import Finding, Mode
-from margin.workflows.llm.scripted_endpoint import Rule
 from margin.workflows.manuscript.model import Paragraph
 from margin.workflows.manuscript.source import LineIndex
 

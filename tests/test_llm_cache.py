@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from margin.testing.scripted_endpoint import Reply, Rule, ScriptedEndpoint
 from margin.workflows.llm import cache as cache_module
 from margin.workflows.llm.cache import ResponseCache, cache_key
 from margin.workflows.llm.client import _with_schema
-from margin.workflows.llm.scripted_endpoint import Reply, Rule, ScriptedEndpoint
 from margin.workflows.llm.types import FailureKind, LLMError, Request
 
 from conftest import ClientFactory, ScriptedFactory, llm_config

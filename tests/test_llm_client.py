@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.config import RoleRoute
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule
 from margin.workflows.llm.types import (
     FailureKind,
     LLMError,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from margin.testing.scripted_endpoint import Reply, Rule
 from margin.workflows.llm.config import RoleRoute
 from margin.workflows.llm.limiter import PriorityLimiter
-from margin.workflows.llm.scripted_endpoint import Reply, Rule
 from margin.workflows.llm.types import Priority, Request
 
 from conftest import ClientFactory, ScriptedFactory, llm_config

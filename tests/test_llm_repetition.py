@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from margin.testing.scripted_endpoint import Reply, Rule
 from margin.workflows.llm.repetition import collapse, repetition
-from margin.workflows.llm.scripted_endpoint import Reply, Rule
 from margin.workflows.llm.types import FailureKind, LLMError, Request
 from margin.workflows.rewrite import jrel
 

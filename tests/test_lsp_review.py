@@ -19,26 +19,31 @@ import contextlib
 import hashlib
 import json
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from pytest_lsp import ClientServerConfig, client_capabilities
 
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 
-from conftest import SERVER_COMMAND
+from conftest import (
+    LSP_WAIT,
+    SERVER_COMMAND,
+    RecordingClient,
+    eventually,
+    fix_code_action_hook,
+    recording_client,
+    stop_session,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0  # seconds; only turns a hang into a failure
+WAIT = LSP_WAIT  # seconds; only turns a hang into a failure
 SHORT_WAIT = 3.0  # for the few waits that a known bug turns into a timeout (xfail tests)
 
 REVIEW_PARAGRAPH = "margin.reviewParagraph"
@@ -94,20 +99,6 @@ def paper(tag: str) -> str:
             "",
         ]
     )
-
-
-def _fix_code_action_hook(client: Any) -> None:
-    """lsprotocol's hook structures every code-action result item that has a "command" key as a Command, so
-    a CodeAction that carries a command (valid LSP, what VS Code and Neovim expect) would arrive mangled.
-    Tell this client's converter what the spec says: a Command's "command" is a string."""
-    converter = client.protocol._converter
-
-    def structure(item: Any, _: Any) -> Any:
-        wanted = types.Command if isinstance(item.get("command"), str) else types.CodeAction
-        return converter.structure(item, wanted)
-
-    converter.register_structure_hook(types.Command | types.CodeAction, structure)
-    converter.register_structure_hook(Union[types.Command, types.CodeAction], structure)  # noqa: UP007
 
 
 def tag_for(folder: Path) -> str:
@@ -273,74 +264,27 @@ def endpoints() -> Iterator[Callable[..., GatedEndpoint]]:
         threading.Thread(target=endpoint.stop, name="gated-endpoint-stop", daemon=True).start()
 
 
-async def eventually(predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """Poll a condition on state outside the client (the endpoint's requests) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 # -- the client ----------------------------------------------------------------------------------------------
 
 
-class ReviewClient(LanguageClient):
-    """pytest-lsp's client, recording every publishDiagnostics, refresh and progress, and able to wait for a
-    condition on what it has received."""
+class ReviewClient(RecordingClient):
+    """conftest's RecordingClient, also recording every work-done progress the server creates and how many
+    saves the test had sent by then."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.published: list[types.PublishDiagnosticsParams] = []
         self.created_tokens: list[types.ProgressToken] = []
         self.saves_sent = 0
         self.shared_root: Path | None = None  # the shared server's rootUri, as a path
         self.saves_before_token: dict[types.ProgressToken, int] = {}
-        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
 
-    def received(self, method: str, params: Any) -> None:
-        if method == types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS:
-            params.diagnostics = list(params.diagnostics)
-            self.published.append(params)
-        elif method == types.WINDOW_WORK_DONE_PROGRESS_CREATE:
+    def notified(self, method: str, params: Any) -> None:
+        if method == types.WINDOW_WORK_DONE_PROGRESS_CREATE:
             self.created_tokens.append(params.token)
             self.saves_before_token[params.token] = self.saves_sent
-        for predicate, future in list(self._waiters):
-            if not future.done() and predicate():
-                future.set_result(None)
-
-    async def wait_until(self, predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-        if predicate():
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (predicate, future)
-        self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
-        finally:
-            self._waiters.remove(entry)
+        super().notified(method, params)
 
     # -- documents -------------------------------------------------------------------------------------------
-
-    def open(self, uri: str, text: str, version: int = 1) -> None:
-        language = "markdown" if uri.endswith(".md") else "latex"
-        self.text_document_did_open(
-            types.DidOpenTextDocumentParams(
-                text_document=types.TextDocumentItem(
-                    uri=uri, language_id=language, version=version, text=text
-                )
-            )
-        )
-
-    def edit(self, uri: str, version: int, where: Span, text: str) -> None:
-        self.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[types.TextDocumentContentChangePartial(range=lsp_range(where), text=text)],
-            )
-        )
 
     def save(self, uri: str) -> None:
         self.saves_sent += 1
@@ -373,13 +317,7 @@ class ReviewClient(LanguageClient):
         return findings(self.latest(uri))
 
     async def published_version(self, uri: str, version: int) -> list[types.Diagnostic]:
-        def matching() -> types.PublishDiagnosticsParams | None:
-            return next((p for p in reversed(self.published) if p.uri == uri and p.version == version), None)
-
-        await self.wait_until(lambda: matching() is not None, f"a publish for {uri} v{version}")
-        found = matching()
-        assert found is not None
-        return found.diagnostics
+        return (await self.published_for(uri, version)).diagnostics
 
     def ever_published(self, uri: str) -> list[types.Diagnostic]:
         return [d for params in self.published if params.uri == uri for d in findings(params.diagnostics)]
@@ -410,29 +348,14 @@ class ReviewClient(LanguageClient):
 
     # -- requests --------------------------------------------------------------------------------------------
 
-    async def hover(self, uri: str, line: int, character: int) -> str | None:
-        answer = await asyncio.wait_for(
-            self.text_document_hover_async(
-                types.HoverParams(
-                    text_document=types.TextDocumentIdentifier(uri=uri),
-                    position=types.Position(line=line, character=character),
-                )
-            ),
-            WAIT,
-        )
-        if answer is None:
-            return None
-        assert isinstance(answer.contents, types.MarkupContent)
-        return answer.contents.value
-
     async def barrier(self, uri: str) -> None:
         """One round trip: everything the server sent before answering has arrived."""
-        await self.hover(uri, 0, 0)
+        await self.hover_text(uri, 0, 0)
 
     async def code_actions(
         self, uri: str, at: tuple[int, int], diagnostics: Sequence[types.Diagnostic] = ()
     ) -> list[types.CodeAction]:
-        _fix_code_action_hook(self)
+        fix_code_action_hook(self)
         where = lsp_range((at, at)) if not diagnostics else diagnostics[0].range
         answer = await asyncio.wait_for(
             self.text_document_code_action_async(
@@ -454,41 +377,19 @@ class ReviewClient(LanguageClient):
             timeout,
         )
 
-    async def pull(self, uri: str) -> list[types.Diagnostic]:
-        report = await asyncio.wait_for(
-            self.text_document_diagnostic_async(
-                types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri))
-            ),
-            WAIT,
-        )
-        assert report.kind == "full", report
-        return list(report.items)
-
-
-def _recorded(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
-    def recorded(client: LanguageClient, params: Any) -> Any:
-        result = handler(client, params)
-        if isinstance(client, ReviewClient):
-            client.received(method, params)
-        return result
-
-    return recorded
-
 
 def make_client() -> ReviewClient:
-    client = ReviewClient(converter_factory=default_converter)
-    features = dict(DEFAULT_CLIENT_FEATURES)
-    for method in (
-        types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
-        types.WINDOW_SHOW_MESSAGE,
-        types.WINDOW_LOG_MESSAGE,
-        types.WORKSPACE_DIAGNOSTIC_REFRESH,
-        types.WINDOW_WORK_DONE_PROGRESS_CREATE,
-        types.PROGRESS,
-    ):
-        features[method] = _recorded(method, features[method])
-    register_lsp_features(client, features)
-    return client
+    return recording_client(
+        ReviewClient,
+        (
+            types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
+            types.WINDOW_SHOW_MESSAGE,
+            types.WINDOW_LOG_MESSAGE,
+            types.WORKSPACE_DIAGNOSTIC_REFRESH,
+            types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+            types.PROGRESS,
+        ),
+    )
 
 
 CONFIG = ClientServerConfig(server_command=SERVER_COMMAND, client_factory=make_client)
@@ -543,12 +444,7 @@ async def review_server(
         )
         yield client
     finally:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(client.shutdown_session(), WAIT)
-        server = client._server
-        if server is not None and server.returncode is None:
-            server.kill()
-        await asyncio.wait_for(client.stop(), WAIT)
+        await stop_session(client)
 
 
 def margin_settings(
@@ -674,11 +570,11 @@ async def test_open_publishes_one_warning_per_finding_over_the_quoted_source(
     # Hover on a finding shows the review and the reasoning; elsewhere in the paragraph, the scores.
     (line, start), _ = source_span(text, Q_OUTPERFORMS)
     for character in (start, start + 10, start + len(Q_OUTPERFORMS)):
-        hover = await shared.hover(uri, line, character)
+        hover = await shared.hover_text(uri, line, character)
         assert hover is not None
         assert COMPARISON in hover and F_OUTPERFORMS["review"] in hover
         assert f"*Reasoning:* {F_OUTPERFORMS['reasoning']}" in hover
-    elsewhere = await shared.hover(uri, RESULTS_LINE, len(RESULTS) - 3)
+    elsewhere = await shared.hover_text(uri, RESULTS_LINE, len(RESULTS) - 3)
     assert elsewhere is not None and "Flesch-Kincaid" in elsewhere and "Reasoning" not in elsewhere
 
 
@@ -745,9 +641,9 @@ async def test_typing_starts_no_review_and_save_reviews_only_the_changed_paragra
 
     # Type "wide" -> "large" in the results paragraph, one keystroke-sized change at a time.
     column = RESULTS.index("wide")
-    shared.edit(uri, 2, ((RESULTS_LINE, column), (RESULTS_LINE, column + 4)), "")
-    shared.edit(uri, 3, ((RESULTS_LINE, column), (RESULTS_LINE, column)), "l")
-    shared.edit(uri, 4, ((RESULTS_LINE, column + 1), (RESULTS_LINE, column + 1)), "arge")
+    shared.edit(uri, 2, (RESULTS_LINE, column), (RESULTS_LINE, column + 4), "")
+    shared.edit(uri, 3, (RESULTS_LINE, column), (RESULTS_LINE, column), "l")
+    shared.edit(uri, 4, (RESULTS_LINE, column + 1), (RESULTS_LINE, column + 1), "arge")
     after_typing = findings(await shared.published_version(uri, 4))
     # The edited paragraph's finding was for text that no longer exists; the others stay.
     assert {str(d.code) for d in after_typing} == {REPLICABILITY, SOUNDNESS}
@@ -879,7 +775,7 @@ async def test_cancelling_the_progress_closes_the_model_requests_and_publishes_n
     await shared.barrier(uri)
     assert shared.ever_published(uri) == []
     assert len(setup.calls()) == 3
-    hover = await shared.hover(uri, RESULTS_LINE, 3)  # the server keeps answering
+    hover = await shared.hover_text(uri, RESULTS_LINE, 3)  # the server keeps answering
     assert hover is not None and "Flesch-Kincaid" in hover
 
 
@@ -905,7 +801,7 @@ async def test_editing_a_paragraph_cancels_its_review_and_its_old_result_is_neve
     (old_request,) = setup.calls(M_RESULTS)
 
     column = RESULTS.index("wide")
-    shared.edit(uri, 2, ((RESULTS_LINE, column), (RESULTS_LINE, column + 4)), "large")
+    shared.edit(uri, 2, (RESULTS_LINE, column), (RESULTS_LINE, column + 4), "large")
     await eventually(lambda: old_request.disconnected, "the edited paragraph's model request to close")
     await setup.finished(1)
     assert [d for d in shared.ever_published(uri) if d.code == COMPARISON] == []
@@ -933,7 +829,7 @@ async def open_fast_and_insert_preface(setup: Setup) -> tuple[list[types.Diagnos
     client.open(uri, setup.paper)
     before = await client.published_findings(uri, 3)
     await setup.finished(1)
-    client.edit(uri, 2, ((0, 0), (0, 0)), PREFACE)
+    client.edit(uri, 2, (0, 0), (0, 0), PREFACE)
     after = findings(await client.published_version(uri, 2))
     return before, after
 
@@ -959,7 +855,7 @@ async def test_a_finding_stays_on_its_quote_when_white_space_before_it_changes(
     shared.open(uri, setup.paper)
     await shared.published_findings(uri, 3)
     await setup.finished(1)
-    shared.edit(uri, 2, ((RESULTS_LINE, 3), (RESULTS_LINE, 3)), " ")  # "Our  approach outperforms ..."
+    shared.edit(uri, 2, (RESULTS_LINE, 3), (RESULTS_LINE, 3), " ")  # "Our  approach outperforms ..."
     edited = setup.paper.replace("Our approach", "Our  approach")
     shown = by_code(findings(await shared.published_version(uri, 2)))
     assert span(shown[COMPARISON]) == source_span(edited, Q_OUTPERFORMS)
@@ -1121,7 +1017,7 @@ async def test_a_dead_endpoint_is_said_once_and_not_tried_again_until_asked(
     assert len(shared.created_tokens) == tokens and len(stopped()) == 1
 
     # Readability and hovers carry on; a command the user runs tries the endpoint again, and says so again.
-    hover = await shared.hover(uri, RESULTS_LINE, 3)
+    hover = await shared.hover_text(uri, RESULTS_LINE, 3)
     assert hover is not None and "Flesch-Kincaid" in hover
     assert await shared.execute(REVIEW_DOCUMENT, uri) == {"reviewed": 0}  # reviewed means reviewed
     assert len(stopped()) == 2
@@ -1206,7 +1102,7 @@ async def test_full_mode_links_the_evidence_and_hover_shows_questions_and_answer
     assert evidence[0].message == f"Evidence for “{QUESTION}”: {ANSWER}"
 
     (line, start), _ = source_span(text, Q_OUTPERFORMS)
-    hover = await shared.hover(uri, line, start + 3)
+    hover = await shared.hover_text(uri, line, start + 3)
     assert hover is not None
     assert f"*Reasoning:* {F_OUTPERFORMS['reasoning']}" in hover
     assert "*Evidence gathered:*" in hover
@@ -1259,11 +1155,11 @@ async def test_dismissed_finding_disappears_and_stays_dismissed_after_edits_and_
     assert await shared.execute(DISMISS_FINDING, uri, key) == {"dismissed": False}  # nothing left to dismiss
 
     # An edit elsewhere (two lines above everything) moves the other findings; the dismissed one stays away.
-    shared.edit(uri, 2, ((0, 0), (0, 0)), "Preface.\n\n")
+    shared.edit(uri, 2, (0, 0), (0, 0), "Preface.\n\n")
     after_edit = by_code(findings(await shared.published_version(uri, 2)))
     assert set(after_edit) == {REPLICABILITY, SOUNDNESS}
     (line, start), _ = shifted(source_span(setup.paper, Q_OUTPERFORMS), 2)
-    hover = await shared.hover(uri, line, start + 3)
+    hover = await shared.hover_text(uri, line, start + 3)
     assert hover is not None and COMPARISON not in hover
     edited = "Preface.\n\n" + setup.paper
 

@@ -18,29 +18,37 @@ import dataclasses
 import itertools
 import json
 import shutil
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import pytest
 import pytest_lsp
 import yaml
 from lsprotocol import types
-from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from pytest_lsp import ClientServerConfig, client_capabilities
 
-from margin.workflows.llm.scripted_agents import plainer, rewrite_rules
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.testing.scripted_agents import plainer, rewrite_rules
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 
-from conftest import FIXTURES, SCRIPTED_MODEL, SERVER_COMMAND, ScriptedFactory
+from conftest import (
+    FIXTURES,
+    LSP_WAIT,
+    SCRIPTED_MODEL,
+    SERVER_COMMAND,
+    RecordingClient,
+    ScriptedFactory,
+    eventually,
+    fix_code_action_hook,
+    recording_client,
+    stop_session,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0  # seconds; only turns a hang into a failure
+WAIT = LSP_WAIT  # seconds; only turns a hang into a failure
 SHORT_WAIT = 4.0  # for waits that a known bug turns into a timeout (xfail tests)
 
 SIMPLIFY_PARAGRAPH = "margin.simplifyParagraph"
@@ -158,24 +166,10 @@ def apply_text_edits(text: str, edits: Sequence[types.TextEdit]) -> str:
 # -- the client --------------------------------------------------------------------------------------------------
 
 
-def _fix_code_action_hook(client: Any) -> None:
-    """lsprotocol's hook structures every code-action result item that has a "command" key as a Command, so
-    a CodeAction that carries a command (valid LSP) would arrive mangled. Tell this client's converter what the
-    spec says: a Command's "command" is a string. (The same workaround as tests/test_lsp_review.py.)"""
-    converter = client.protocol._converter
-
-    def structure(item: Any, _: Any) -> Any:
-        wanted = types.Command if isinstance(item.get("command"), str) else types.CodeAction
-        return converter.structure(item, wanted)
-
-    converter.register_structure_hook(types.Command | types.CodeAction, structure)
-    converter.register_structure_hook(Union[types.Command, types.CodeAction], structure)  # noqa: UP007
-
-
-class RewriteClient(LanguageClient):
-    """pytest-lsp's client (which records showMessage, showDocument and progress) as an editor: it keeps the
-    text of the documents it opened, applies workspace/applyEdit when the edit's version is the document's
-    current one, and reports every change with didChange."""
+class RewriteClient(RecordingClient):
+    """conftest's RecordingClient (pytest-lsp's client, which records showMessage, showDocument and progress)
+    as an editor: it keeps the text of the documents it opened, applies workspace/applyEdit when the edit's
+    version is the document's current one, and reports every change with didChange."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -184,15 +178,9 @@ class RewriteClient(LanguageClient):
         self.edit_requests: list[types.ApplyWorkspaceEditParams] = []
         self.accept_edits = True
 
-    def open(self, uri: str, text: str) -> None:
-        self.texts[uri], self.versions[uri] = text, 1
-        self.text_document_did_open(
-            types.DidOpenTextDocumentParams(
-                text_document=types.TextDocumentItem(
-                    uri=uri, language_id="markdown" if uri.endswith(".md") else "latex", version=1, text=text
-                )
-            )
-        )
+    def open(self, uri: str, text: str, version: int = 1, language_id: str | None = None) -> None:
+        self.texts[uri], self.versions[uri] = text, version
+        super().open(uri, text, version, language_id)
 
     def replace_text(self, uri: str, text: str) -> None:
         """The user (or an applied edit) changed the whole document: a new version, sent with didChange."""
@@ -239,7 +227,7 @@ class RewriteClient(LanguageClient):
     async def code_actions(
         self, uri: str, line: int, character: int, only: Sequence[str] | None = None
     ) -> list[types.CodeAction]:
-        _fix_code_action_hook(self)
+        fix_code_action_hook(self)
         position = types.Position(line=line, character=character)
         answer = await asyncio.wait_for(
             self.text_document_code_action_async(
@@ -256,21 +244,6 @@ class RewriteClient(LanguageClient):
         )
         return [action for action in answer or [] if isinstance(action, types.CodeAction)]
 
-    async def hover(self, uri: str, line: int, character: int, timeout: float = WAIT) -> str | None:
-        answer = await asyncio.wait_for(
-            self.text_document_hover_async(
-                types.HoverParams(
-                    text_document=types.TextDocumentIdentifier(uri=uri),
-                    position=types.Position(line=line, character=character),
-                )
-            ),
-            timeout,
-        )
-        if answer is None:
-            return None
-        assert isinstance(answer.contents, types.MarkupContent)
-        return answer.contents.value
-
     def cancel_progress(self, token: types.ProgressToken) -> None:
         self.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
 
@@ -282,21 +255,10 @@ def apply_edit(
 
 
 def make_client() -> RewriteClient:
-    client = RewriteClient(converter_factory=default_converter)
-    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.WORKSPACE_APPLY_EDIT: apply_edit})
-    return client
+    return recording_client(RewriteClient, (), {types.WORKSPACE_APPLY_EDIT: apply_edit})
 
 
 CONFIG = ClientServerConfig(server_command=SERVER_COMMAND, client_factory=make_client)
-
-
-async def eventually(predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """Poll state outside the test's control (the endpoint, what the client received) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def margin_settings(folder: Path, endpoint_url: str, **extra: Any) -> dict[str, Any]:
@@ -714,7 +676,7 @@ async def test_cancelling_the_progress_stops_the_run_and_closes_its_model_reques
     (hung,) = corner.calls("simplifier")
     await eventually(lambda: hung.disconnected, "the hanging HTTP request to be closed")
     await eventually(lambda: corner.ended(token), "the progress to end")
-    await shared.hover(uri, FIRST_LINE, 0)  # a round trip: anything sent before it has arrived
+    await shared.hover_text(uri, FIRST_LINE, 0)  # a round trip: anything sent before it has arrived
     assert len(corner.calls()) == calls
     assert corner.edits == [] and shared.texts[uri] == LATEX_TEXT
     assert [m for m in corner.messages if m.type == types.MessageType.Warning] == []
@@ -756,7 +718,7 @@ async def test_the_server_answers_while_a_rewrite_runs_and_refuses_the_same_rewr
     uri = corner.uri("paper.tex")
     running, token = await start_hanging_rewrite(corner, uri)
     try:
-        hover = await shared.hover(uri, SECOND_LINE, 4, timeout=5)
+        hover = await shared.hover_text(uri, SECOND_LINE, 4, timeout=5)
         assert hover is not None and "Flesch-Kincaid" in hover
         actions = await shared.code_actions(uri, SECOND_LINE, 4)
         assert "Simplify paragraph" in {action.title for action in actions}
@@ -811,7 +773,7 @@ async def test_a_dead_endpoint_is_said_clearly_and_nothing_is_changed(
     assert "no lay article was written" in corner.messages[-1].message
     assert not list(tmp_path.glob("*.md")) and corner.shown == []
 
-    assert (await shared.hover(uri, FIRST_LINE, 0)) is not None  # still serving
+    assert (await shared.hover_text(uri, FIRST_LINE, 0)) is not None  # still serving
 
 
 # -- Simplify document ---------------------------------------------------------------------------------------------
@@ -1103,12 +1065,7 @@ async def fresh_server(folder: Path, settings: dict[str, Any], capabilities: typ
         )
         yield client
     finally:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(client.shutdown_session(), WAIT)
-        server = client._server
-        if server is not None and server.returncode is None:
-            server.kill()
-        await asyncio.wait_for(client.stop(), WAIT)
+        await stop_session(client)
 
 
 async def test_a_client_without_progress_show_document_or_document_changes_still_gets_the_work_done(

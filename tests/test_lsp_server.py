@@ -20,15 +20,21 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from pytest_lsp import ClientServerConfig, client_capabilities
 
-from conftest import FIXTURES, SERVER_COMMAND
+from conftest import (
+    FIXTURES,
+    LSP_WAIT,
+    SERVER_COMMAND,
+    RecordingClient,
+    lsp_range,
+    recording_client,
+    stop_session,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-WAIT = 20.0  # seconds; only to turn a hang into a failure
+WAIT = LSP_WAIT  # seconds; only to turn a hang into a failure
 DOCS = "file:///nonexistent/margin-lsp-tests"
 
 # FKGL about 46 (one 32-word sentence of long words); split over two source lines in some documents.
@@ -91,142 +97,14 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _FKGL_IN_MESSAGE = re.compile(r"Flesch-Kincaid grade (-?\d+\.\d)")
 
 
-# -- a client that records what the server sends and lets a test wait for a condition ----------------------
-
-
-class RecordingClient(LanguageClient):
-    """pytest-lsp's client, plus every publishDiagnostics in order and waiting on arbitrary conditions."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.published: list[types.PublishDiagnosticsParams] = []
-        self.initialize_result: types.InitializeResult | None = None
-        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
-
-    def notified(self, method: str, params: Any) -> None:
-        if method == types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS:
-            params.diagnostics = list(params.diagnostics)  # the converter makes a tuple; lists compare simply
-            self.published.append(params)
-        for predicate, future in list(self._waiters):
-            if not future.done() and predicate():
-                future.set_result(None)
-
-    async def wait_until(self, predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-        if predicate():
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (predicate, future)
-        self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}") from None
-        finally:
-            self._waiters.remove(entry)
-
-    # -- documents ------------------------------------------------------------------------------------------
-
-    def open(self, uri: str, text: str, version: int = 1, language_id: str | None = None) -> None:
-        language = language_id or ("markdown" if uri.endswith(".md") else "latex")
-        self.text_document_did_open(
-            types.DidOpenTextDocumentParams(
-                text_document=types.TextDocumentItem(
-                    uri=uri, language_id=language, version=version, text=text
-                )
-            )
-        )
-
-    def edit(self, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str) -> None:
-        """An incremental didChange replacing one range."""
-        self.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[
-                    types.TextDocumentContentChangePartial(range=lsp_range(start, end), text=text)
-                ],
-            )
-        )
-
-    def replace_all(self, uri: str, version: int, text: str) -> None:
-        self.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
-            )
-        )
-
-    def close(self, uri: str) -> None:
-        self.text_document_did_close(
-            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
-        )
-
-    # -- answers --------------------------------------------------------------------------------------------
-
-    def latest_publish(self, uri: str, after: int = 0) -> types.PublishDiagnosticsParams | None:
-        for params in reversed(self.published[after:]):
-            if params.uri == uri:
-                return params
-        return None
-
-    async def published_for(
-        self, uri: str, version: int | None = None, after: int = 0
-    ) -> types.PublishDiagnosticsParams:
-        """The latest publishDiagnostics for `uri` (with `version`, if given) received after index `after`."""
-
-        def matching() -> types.PublishDiagnosticsParams | None:
-            for params in reversed(self.published[after:]):
-                if params.uri == uri and (version is None or params.version == version):
-                    return params
-            return None
-
-        await self.wait_until(lambda: matching() is not None, f"publishDiagnostics for {uri} v{version}")
-        found = matching()
-        assert found is not None
-        return found
-
-    async def pull(self, uri: str) -> list[types.Diagnostic]:
-        report = await asyncio.wait_for(
-            self.text_document_diagnostic_async(
-                types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri))
-            ),
-            WAIT,
-        )
-        assert report.kind == "full", report
-        return list(report.items)
-
-    async def hover(self, uri: str, line: int, character: int) -> types.Hover | None:
-        return await asyncio.wait_for(
-            self.text_document_hover_async(
-                types.HoverParams(
-                    text_document=types.TextDocumentIdentifier(uri=uri),
-                    position=types.Position(line=line, character=character),
-                )
-            ),
-            WAIT,
-        )
-
-
-def _recording(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
-    def recorded(ls: LanguageClient, params: Any) -> Any:
-        result = handler(ls, params)
-        if isinstance(ls, RecordingClient):
-            ls.notified(method, params)
-        return result
-
-    return recorded
+# -- the client (conftest's RecordingClient) and the servers it talks to -----------------------------------------
 
 
 def make_client() -> RecordingClient:
-    client = RecordingClient(converter_factory=default_converter)
-    features = dict(DEFAULT_CLIENT_FEATURES)
-    for method in (
-        types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
-        types.WINDOW_SHOW_MESSAGE,
-        types.WINDOW_LOG_MESSAGE,
-    ):
-        features[method] = _recording(method, features[method])
-    register_lsp_features(client, features)
-    return client
+    return recording_client(
+        RecordingClient,
+        (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, types.WINDOW_SHOW_MESSAGE, types.WINDOW_LOG_MESSAGE),
+    )
 
 
 CONFIG = ClientServerConfig(server_command=SERVER_COMMAND, client_factory=make_client)
@@ -258,14 +136,7 @@ async def session(
         )
         yield client
     finally:
-        # Also after a failure inside the test: shut the server down, or kill it if it does not answer,
-        # since the client's stop() waits for the server process to exit.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(client.shutdown_session(), WAIT)
-        server = client._server
-        if server is not None and server.returncode is None:
-            server.kill()
-        await asyncio.wait_for(client.stop(), WAIT)
+        await stop_session(client)
 
 
 @pytest_lsp.fixture(scope="module", config=CONFIG)
@@ -289,13 +160,6 @@ async def neovim(lsp_client: RecordingClient) -> AsyncIterator[None]:
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
-
-
-def lsp_range(start: tuple[int, int], end: tuple[int, int]) -> types.Range:
-    return types.Range(
-        start=types.Position(line=start[0], character=start[1]),
-        end=types.Position(line=end[0], character=end[1]),
-    )
 
 
 def span(diagnostic: types.Diagnostic) -> tuple[tuple[int, int], tuple[int, int]]:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from margin.workflows.llm.scripted_agents import plainer, rewrite_rules
-from margin.workflows.llm.scripted_endpoint import Reply, Rule
+from margin.testing.scripted_agents import plainer, rewrite_rules
+from margin.testing.scripted_endpoint import Reply, Rule
 
 from conftest import REPO, ScriptedFactory
 
@@ -53,6 +53,7 @@ def run_neovim(
     text: str,
     init_options: dict[str, Any] | None = None,
     init: Path = INIT_LUA,
+    inlay_hints: bool = False,
 ) -> dict[str, Any]:
     """Open `text` as `project/file_name` in headless Neovim with margin; return what the Lua side saw."""
     assert NVIM is not None
@@ -67,6 +68,7 @@ def run_neovim(
         "MARGIN_INIT_OPTIONS": json.dumps(init_options or {}),
         "MARGIN_TIMEOUT_MS": str((TIMEOUT_S - 15) * 1000),
         "MARGIN_EASY_TEXT": EASY,
+        "MARGIN_INLAY_HINTS": "1" if inlay_hints else "0",
         # Neither the user's config nor their state: everything Neovim might write goes under tmp_path.
         "XDG_CONFIG_HOME": str(xdg / "config"),
         "XDG_DATA_HOME": str(xdg / "data"),
@@ -130,6 +132,19 @@ def test_latex_paragraph_after_non_bmp_heading_gets_a_diagnostic_in_neovim(tmp_p
     # Replacing the paragraph's line in the buffer (an incremental didChange) clears the diagnostic.
     assert result["cleared"] is True
     assert result["after_edit"] == []
+
+
+def test_paragraph_grades_as_inlay_hints_in_neovim(tmp_path: Path) -> None:
+    """readability.gradeHints on: Neovim shows the grade the diagnostic names, at the end of the paragraph's
+    line (after a non-BMP heading, so both sides must agree on UTF-16 columns)."""
+    text = "\n".join([r"\documentclass{article}", r"\begin{document}", HEADING + HARD, r"\end{document}", ""])
+    options = {"margin": {"readability": {"gradeHints": True}, "review": {"trigger": "manual"}}}
+    result = run_neovim(tmp_path / "paper", "paper.tex", text, options, inlay_hints=True)
+
+    [diagnostic] = result["diagnostics"]
+    grade = diagnostic["message"].split("Flesch-Kincaid grade ")[1].split(" ")[0]
+    [hint] = result["inlay_hints"]
+    assert hint == {"lnum": 2, "col": len((HEADING + HARD).encode("utf-8")), "label": f"grade {grade}"}
 
 
 def test_tex_file_without_latex_markers_is_plaintex_and_still_checked(tmp_path: Path) -> None:

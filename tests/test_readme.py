@@ -1,12 +1,13 @@
-"""The README's first screen stays true: "Try it" comes first and runs commands that exist, and its test
-command is the one CI runs."""
+"""The README stays true: "Try it" comes first and runs commands that exist, its test command is the one CI runs,
+and its exit status table is the command line's."""
 
 from __future__ import annotations
 
 import re
 import shlex
 
-from margin.server.cli import _parser
+from margin.server.cli import exit_status
+from margin.server.cli.parser import build_parser as _parser
 
 from conftest import REPO
 
@@ -38,3 +39,9 @@ def test_the_test_command_is_what_ci_runs() -> None:
     test_command = shell_blocks()[1]
     assert test_command.startswith("python3 -m venv .venv && .venv/bin/pip install -e '.[test,local]'")
     assert test_command in ci
+
+
+def test_the_exit_status_table_is_the_one_the_command_line_uses() -> None:
+    section = README.split("### Exit statuses", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M)
+    assert {int(status): meaning.replace("`", "") for status, meaning in rows} == exit_status.DOCUMENTED

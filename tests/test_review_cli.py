@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from margin.server.cli import EXIT_OK, EXIT_UNREADABLE, main
-from margin.server.exit_status import MODEL_CALLS_FAILED, NO_MODEL
+from margin.server.cli import main
+from margin.server.cli.exit_status import MODEL_CALLS_FAILED, NO_MODEL
+from margin.server.cli.exit_status import OK as EXIT_OK
+from margin.server.cli.exit_status import UNREADABLE as EXIT_UNREADABLE
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.feedback.types import WeaknessType
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.workflows.manuscript.loader import ManuscriptLoader
 from margin.workflows.manuscript.source import LineIndex
 
 from conftest import (
@@ -561,21 +564,29 @@ def test_a_dead_endpoint_with_the_model_named_fails_per_call_not_per_run(
 # -- full mode through the CLI, with a PDF library ---------------------------------------------------------------
 
 
-def run_full_mode_with_a_library(
-    capsys: pytest.CaptureFixture[str], scripted: ScriptedFactory, tmp_path: Path, library_argument: str
-) -> tuple[ScriptedEndpoint, int, str, str]:
-    """`margin review paper.md --mode full --literature LIBRARY` in tmp_path, with one literature question."""
-    (tmp_path / "library").mkdir()
-    (tmp_path / "library" / "zhou.pdf").write_bytes(
-        minimal_pdf(["Per-section budgets keep rare dosage terms."])
-    )
-    (tmp_path / "paper.md").write_text(
+LIBRARY_PASSAGE = "Per-section budgets keep rare dosage terms."
+
+
+def write_library(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "zhou.pdf").write_bytes(minimal_pdf([LIBRARY_PASSAGE]))
+    return folder
+
+
+def write_method_paper(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
         "# Method\n\nWe prune each posting list of the sparse index to a fixed budget per section, and we keep "
         "that budget constant across all reviews in the collection so that the index size stays predictable "
         "for every screening project we run.\n",
         encoding="utf-8",
     )
-    endpoint = without_nagle(
+    return path
+
+
+def literature_endpoint(scripted: ScriptedFactory) -> ScriptedEndpoint:
+    """A planner that asks one literature question, an investigator that answers it, and the reviewer."""
+    return without_nagle(
         scripted(
             Rule(role="planner", replies=[Reply(json={"steps": LITERATURE_PLAN})]),
             Rule(
@@ -584,6 +595,15 @@ def run_full_mode_with_a_library(
             Rule(role="reviewer", respond=quoting_reviewer),
         )
     )
+
+
+def run_full_mode_with_a_library(
+    capsys: pytest.CaptureFixture[str], scripted: ScriptedFactory, tmp_path: Path, library_argument: str
+) -> tuple[ScriptedEndpoint, int, str, str]:
+    """`margin review paper.md --mode full --literature LIBRARY` in tmp_path, with one literature question."""
+    write_library(tmp_path / "library")
+    write_method_paper(tmp_path / "paper.md")
+    endpoint = literature_endpoint(scripted)
     code, out, err = review(
         capsys, "paper.md", "--mode", "full", "--format", "json", "--literature", library_argument,
         "--endpoint", endpoint.base_url, "--settings", settings_file(tmp_path, review_candidatePlans=1),
@@ -646,3 +666,127 @@ def test_a_broken_pdf_in_the_literature_folder_does_not_stop_the_review(
         "--endpoint", endpoint.base_url, "--settings", settings_file(tmp_path),
     )  # fmt: skip
     assert code == EXIT_OK and json.loads(out)["findings"]
+
+
+# -- review.literatureFolders: read inside the project folder, refused outside it ----------------------------------
+
+
+def run_full_mode_with_settings_folders(
+    capsys: pytest.CaptureFixture[str], scripted: ScriptedFactory, tmp_path: Path, **settings: Any
+) -> tuple[ScriptedEndpoint, int, str, str]:
+    """`margin review project/paper.md --mode full` in tmp_path, with review.literatureFolders (and any other
+    settings) in the --settings file and no --literature."""
+    write_method_paper(tmp_path / "project" / "paper.md")
+    endpoint = literature_endpoint(scripted)
+    code, out, err = review(
+        capsys, "project/paper.md", "--mode", "full", "--format", "json", "--endpoint", endpoint.base_url,
+        "--settings", settings_file(tmp_path, review_candidatePlans=1, **settings),
+    )  # fmt: skip
+    return endpoint, code, out, err
+
+
+def test_a_literature_folder_of_the_settings_is_read_relative_to_the_project_folder(
+    capsys: pytest.CaptureFixture[str],
+    scripted: ScriptedFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_library(tmp_path / "project" / "library")
+    endpoint, code, out, err = run_full_mode_with_settings_folders(
+        capsys, scripted, tmp_path, review_literatureFolders=["library"]
+    )
+
+    assert code == MODEL_CALLS_FAILED, err  # the unscripted controller, as with --literature
+    (investigation,) = endpoint.calls("investigator")
+    assert LIBRARY_PASSAGE in final_user_message(investigation)
+    assert "literatureFolders" not in err
+    (finding,) = json.loads(out)["findings"]
+    assert finding["evidence"][0]["source"] == "literature"
+
+
+def test_a_literature_folder_of_the_settings_outside_the_project_folder_is_refused(
+    capsys: pytest.CaptureFixture[str],
+    scripted: ScriptedFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    outside = write_library(tmp_path / "elsewhere")
+    endpoint, _, out, err = run_full_mode_with_settings_folders(
+        capsys, scripted, tmp_path, review_literatureFolders=[str(outside)]
+    )
+
+    assert (
+        f"margin: review.literatureFolders: {outside} is outside the project folder; its PDFs are not read. "
+        "To allow it, add it to margin.allowedFolders" in err
+    ), err
+    assert err.count("review.literatureFolders") == 1
+    # Nothing of the folder reached a model: with no literature to read, the question was not even asked.
+    assert endpoint.calls("reviewer")
+    assert all(LIBRARY_PASSAGE not in final_user_message(request) for request in endpoint.calls())
+    assert endpoint.calls("investigator") == []
+    assert all(finding["evidence"] == [] for finding in json.loads(out)["findings"])
+
+
+def test_allowed_folders_let_a_literature_folder_outside_the_project_folder_be_read(
+    capsys: pytest.CaptureFixture[str],
+    scripted: ScriptedFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    outside = write_library(tmp_path / "elsewhere")
+    settings_path = settings_file(tmp_path, review_candidatePlans=1, review_literatureFolders=[str(outside)])
+    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    settings["margin"]["allowedFolders"] = [str(outside)]
+    settings_path.write_text(json.dumps(settings), encoding="utf-8")
+    write_method_paper(tmp_path / "project" / "paper.md")
+    endpoint = literature_endpoint(scripted)
+    _, _, err = review(
+        capsys, "project/paper.md", "--mode", "full", "--format", "json",
+        "--endpoint", endpoint.base_url, "--settings", settings_path,
+    )  # fmt: skip
+
+    assert "literatureFolders" not in err
+    (investigation,) = endpoint.calls("investigator")
+    assert LIBRARY_PASSAGE in final_user_message(investigation)
+
+
+# -- a bug in one review -----------------------------------------------------------------------------------------
+
+
+def test_a_review_that_raises_is_not_swallowed_and_the_findings_keep_paragraph_order(
+    capsys: pytest.CaptureFixture[str],
+    scripted: ScriptedFactory,
+    tmp_path: Path,
+    small_paper: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from margin.server.application import review as application
+
+    endpoint = reviewer_endpoint(scripted)
+    arguments = [
+        small_paper, "--mode", "single", "--format", "json",
+        "--endpoint", endpoint.base_url, "--settings", settings_file(tmp_path),
+    ]  # fmt: skip
+    code, out, err = review(capsys, *arguments)
+    assert code == EXIT_OK, err
+    manuscript, _ = ManuscriptLoader().load_path(small_paper)
+    order = [paragraph.id for paragraph in manuscript.paragraphs]
+    found = [order.index(finding["paragraph_id"]) for finding in json.loads(out)["findings"]]
+    assert len(found) > 2 and found == sorted(found)  # in paragraph order, whichever review ended first
+
+    reviewed = application.review_paragraph
+    seen: list[str] = []
+
+    async def second_one_fails(paragraph: Any, *rest: Any) -> Any:
+        seen.append(paragraph.id)
+        if len(seen) == 2:
+            raise RuntimeError("a bug in one review")
+        return await reviewed(paragraph, *rest)
+
+    monkeypatch.setattr(application, "review_paragraph", second_one_fails)
+    with pytest.raises(RuntimeError, match="a bug in one review"):
+        main(["review", *map(str, arguments)])
+    assert len(seen) > 2  # the other reviews were not stopped by it

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from margin.workflows.llm.scripted_agents import plainer, rewrite_rules
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.testing.scripted_agents import plainer, rewrite_rules
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.prompts import fence
 from margin.workflows.rewrite.agentsimp import AgentSimpOptions, simplify_document
 from margin.workflows.rewrite.transcript import Transcript

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from margin.server.cli import main
-from margin.server.exit_status import NO_MODEL
-from margin.server.rewrite_cli import EXIT_NOT_REWRITTEN
-from margin.workflows.llm.scripted_agents import rewrite_rules
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.server.cli.exit_status import NO_MODEL
+from margin.server.cli.exit_status import NOT_REWRITTEN as EXIT_NOT_REWRITTEN
+from margin.testing.scripted_agents import rewrite_rules
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 
 from conftest import FIXTURES, SCRIPTED_MODEL, ScriptedFactory
 

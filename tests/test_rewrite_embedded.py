@@ -23,7 +23,7 @@ from margin.workflows.rewrite.edits import target_of
 from margin.workflows.rewrite.preservation import EXPLAINABLE, missing_elements
 from margin.workflows.rewrite.types import Language, Rewrite, RewriteStatus
 
-from conftest import FIXTURES, PAPER_MAIN, assert_the_model_answered, load_manuscript, paragraph_starting
+from conftest import FIXTURES, assert_the_model_answered, load_manuscript, paragraph_starting
 
 pytestmark = [
     pytest.mark.skipif(
@@ -36,11 +36,6 @@ pytestmark = [
 # A short paragraph with a citation-free sentence and one with math and a reference would both do; this one has
 # a \ref the rewrite must keep, and is short enough for a 135M model to answer quickly.
 PARAGRAPH = "Second, we add a regularizer that pulls term weights"
-
-
-@pytest.fixture(scope="module")
-def paper() -> Manuscript:
-    return load_manuscript(PAPER_MAIN)
 
 
 @pytest.fixture

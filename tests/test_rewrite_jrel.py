@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
+from margin.testing.scripted_agents import rewrite_rules
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows import readability
 from margin.workflows.llm.config import RoleRoute
-from margin.workflows.llm.scripted_agents import rewrite_rules
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.manuscript.model import Manuscript
 from margin.workflows.prompts import fence
 from margin.workflows.rewrite.jrel import (
@@ -33,14 +33,12 @@ from margin.workflows.rewrite.jrel import (
 from margin.workflows.rewrite.transcript import Transcript
 
 from conftest import (
-    PAPER_MAIN,
     ClientFactory,
     ScriptedFactory,
     chat_requests_in_order,
     feedback_llm_config,
     final_user_message,
     llm_config,
-    load_manuscript,
 )
 
 TITLE = "SpaRe: Why Naïve Sparsity Falls Short for Retrieving Clinical Trial Reports"
@@ -55,11 +53,6 @@ EDITOR_ADVICE = (
     "## Evaluation of the reader's notes\n- Content accuracy: good\n\n## Advice\n1. Explain the main term.\n"
     "2. Use shorter sentences."
 )
-
-
-@pytest.fixture(scope="module")
-def paper() -> Manuscript:
-    return load_manuscript(PAPER_MAIN)
 
 
 class Newsroom:

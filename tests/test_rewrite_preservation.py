@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.llm.client import LLMClient
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.rewrite.edits import apply_rewrites, carry_comments, targets_in
 from margin.workflows.rewrite.output import create_beside, write_output
 from margin.workflows.rewrite.preservation import (

@@ -3,8 +3,8 @@ server on loopback with the real LLMClient: who is asked what, in which order, w
 selector, the loop limits, the clarifier rounds, the redundancy quotes and the expert's veto shape the run; and
 what a failing model or a rewrite that drops a citation leads to.
 
-The scripted agents (scripted_agents.rewrite_rules) answer every role; a test puts its own rules first. The
-response cache is off, so every agent turn is one HTTP request the endpoint records.
+The scripted agents (margin.testing.scripted_agents.rewrite_rules) answer every role; a test puts its own rules
+first. The response cache is off, so every agent turn is one HTTP request the endpoint records.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from margin.workflows.llm.scripted_agents import rewrite_rules, text_in
-from margin.workflows.llm.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
+from margin.testing.scripted_agents import rewrite_rules, text_in
+from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, ScriptedEndpoint
 from margin.workflows.prompts import fence
 from margin.workflows.rewrite.soms import SomsOptions, simplify_paragraph
 from margin.workflows.rewrite.transcript import Transcript

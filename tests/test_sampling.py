@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from margin.server.settings import parse_settings
-from margin.workflows.llm.scripted_agents import rewrite_rules
+from margin.testing.scripted_agents import rewrite_rules
 from margin.workflows.rewrite import agentsimp, jrel
 from margin.workflows.rewrite.types import Language
 

@@ -21,6 +21,7 @@ import pytest
 
 from margin.server.cli import main
 from margin.server.settings import DEFAULTS, parse_settings
+from margin.testing.scripted_endpoint import Reply, Rule
 from margin.workflows.feedback import scholarly
 from margin.workflows.feedback.literature import BLOCKED_DOMAINS, Literature
 from margin.workflows.feedback.scholarly import (
@@ -34,7 +35,6 @@ from margin.workflows.feedback.scholarly import (
     search_terms,
 )
 from margin.workflows.feedback.types import Source
-from margin.workflows.llm.scripted_endpoint import Reply, Rule
 
 from conftest import (
     PAPER_MAIN,

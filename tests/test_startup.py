@@ -32,8 +32,10 @@ SERVER_AND_MODELS = (
     "httpx",
     "jsonschema",
     "margin.server.lsp",
-    "margin.server.review",
-    "margin.server.rewrites",
+    "margin.server.session",
+    "margin.server.features",
+    "margin.server.application.review",
+    "margin.server.application.rewrite",
     "margin.workflows.llm.client",
     "margin.workflows.feedback.pipeline",
     "margin.workflows.rewrite.simplify",
@@ -174,7 +176,7 @@ def test_model_commands_have_their_full_options(
 
 
 def test_a_model_command_parses_its_arguments() -> None:
-    from margin.server.cli import _parser
+    from margin.server.cli.parser import build_parser as _parser
 
     arguments = _parser().parse_args(["simplify", "paper.tex", "--paragraph", "2", "--model", "m"])
     assert (arguments.command, arguments.file, arguments.paragraph, arguments.model) == (

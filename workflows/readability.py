@@ -212,6 +212,18 @@ class Readability:
         )
 
 
+def long_enough(text: str, min_words: int) -> bool:
+    """Whether a paragraph has words enough to be flagged at all. textstat counts no more words than
+    `str.split` finds, so a text with fewer than `min_words` of those need not be scored."""
+    return len(text.split()) >= min_words
+
+
+def is_hard_to_read(scores: Readability, threshold: float, min_words: int) -> bool:
+    """The rule for flagging a paragraph, in `margin check` and in the editor's diagnostics alike: at least
+    `min_words` words, and a Flesch-Kincaid grade above `threshold`."""
+    return scores.words >= min_words and scores.fkgl > threshold
+
+
 def prose_for_metrics(text: str) -> str:
     """Plain text with placeholders removed, so "[citation]" does not count as words."""
     return re.sub(r"\s+", " ", _PLACEHOLDER.sub("", text)).strip()

@@ -5,6 +5,7 @@
 --   MARGIN_OUTPUT        where to write the JSON result
 --   MARGIN_INIT_OPTIONS  JSON initializationOptions (optional)
 --   MARGIN_TIMEOUT_MS    how long to wait for each step (optional, default 30000)
+--   MARGIN_INLAY_HINTS   optional: "1" to enable inlay hints and record margin's (once diagnostics are in)
 --   MARGIN_EASY_TEXT     optional: once diagnostics are in, replace the lines they cover with this text and
 --                        wait for margin's diagnostics to go away (an incremental didChange, then a pull)
 -- The result is written on every path, and Neovim always quits, so the test never waits on a hung editor.
@@ -14,6 +15,7 @@ local output = assert(os.getenv('MARGIN_OUTPUT'), 'MARGIN_OUTPUT is not set')
 local timeout = tonumber(os.getenv('MARGIN_TIMEOUT_MS') or '') or 30000
 local init_options = vim.json.decode(os.getenv('MARGIN_INIT_OPTIONS') or '{}')
 local easy_text = os.getenv('MARGIN_EASY_TEXT')
+local inlay_hints = os.getenv('MARGIN_INLAY_HINTS') == '1'
 
 vim.lsp.config('margin', {
   cmd = { python, '-m', 'margin.server' },
@@ -80,6 +82,24 @@ local function run(bufnr, result)
   for _, answer in pairs(answers or {}) do
     if answer.result and answer.result.contents then
       result.hover = answer.result.contents.value
+    end
+  end
+
+  if inlay_hints then
+    vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
+    local hints = {}
+    vim.wait(timeout, function()
+      hints = vim.lsp.inlay_hint.get({ bufnr = bufnr })
+      return #hints > 0
+    end, 20)
+    result.inlay_hints = {}
+    for _, item in ipairs(hints) do
+      local hint = item.inlay_hint
+      local label = type(hint.label) == 'string' and hint.label or vim.NIL
+      -- Neovim keeps the protocol's UTF-16 position; convert it to a byte column as it draws the hint.
+      local line = vim.api.nvim_buf_get_lines(bufnr, hint.position.line, hint.position.line + 1, false)[1] or ''
+      local col = vim.str_byteindex(line, 'utf-16', hint.position.character, false)
+      table.insert(result.inlay_hints, { lnum = hint.position.line, col = col, label = label })
     end
   end
 

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LAY, SOMS, AGENTSIMP, FEEDBACK = "lay", "soms", "agentsimp", "feedback"
+from margin.workflows.registry import AGENTSIMP, FEEDBACK, LAY, SOMS
+
+# The pipelines' evaluation ids (margin.workflows.registry), in the order `margin eval --help` lists them.
 METHODS = (LAY, SOMS, AGENTSIMP, FEEDBACK)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 _SPACED_PUNCTUATION = re.compile(r"\s+([,.;:!?)\]])|([(\[])\s+")

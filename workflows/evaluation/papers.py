@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .datasets import AGENTSIMP, FEEDBACK, LAY, SOMS
+from margin.workflows.registry import AGENTSIMP, FEEDBACK, LAY, SOMS
 
 # Each: where the figures come from, and named rows of metric -> value (the papers' scales).
 PAPER_FIGURES: dict[str, dict[str, object]] = {

@@ -24,11 +24,12 @@ from margin.workflows.llm.config import LLMConfig
 from margin.workflows.llm.types import Priority
 from margin.workflows.manuscript.markdown.parse import MarkdownProject
 from margin.workflows.manuscript.source import SourceFile
+from margin.workflows.registry import AGENTSIMP, FEEDBACK, LAY, SOMS
 from margin.workflows.rewrite import agentsimp, jrel, soms
 from margin.workflows.rewrite.output import append_line
 from margin.workflows.rewrite.types import Language
 
-from .datasets import AGENTSIMP, FEEDBACK, LAY, SOMS, Example
+from .datasets import Example
 
 log = logging.getLogger("margin.evaluation")
 
@@ -63,11 +64,11 @@ def run_key(method: str, llm: LLMConfig, options: EvalOptions) -> str:
             }
             for role, endpoint in endpoints.items()
         },
-        "options": _plain(
+        "options": _plain(  # spelled as before: a resumed run compares this key
             {
-                "soms": options.soms,
-                "agentsimp": options.agentsimp,
-                "lay": options.lay,
+                SOMS: options.soms,
+                AGENTSIMP: options.agentsimp,
+                LAY: options.lay,
                 "review": options.review,
             }
         ),

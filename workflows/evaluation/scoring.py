@@ -6,9 +6,10 @@ from statistics import mean
 from typing import Any
 
 from margin.workflows.feedback.types import WeaknessType
+from margin.workflows.registry import AGENTSIMP, FEEDBACK, LAY, SOMS
 
 from . import metrics
-from .datasets import AGENTSIMP, FEEDBACK, LAY, SOMS, Example
+from .datasets import Example
 
 # How SWIF2T's Table 5 names the weakness types in its F1 columns.
 F1_KEYS = {

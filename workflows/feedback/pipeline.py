@@ -12,21 +12,22 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from margin.workflows.llm.client import LLMClient
-from margin.workflows.llm.types import LLMError, Priority
+from margin.workflows.llm.types import LLMError
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
 from margin.workflows.prompts import prompt
 
 from . import agents
 from .literature import Literature
-from .plans import LITERATURE, PAPER, REVIEW, SKIP, HeuristicPlanScorer, Plan, PlanScorer, Step, best_plan
-from .quotes import FUZZY_THRESHOLD, locate_quote
+from .options import ReviewOptions
+from .plans import LITERATURE, PAPER, REVIEW, SKIP, Plan, PlanScorer, Step, best_plan
+from .quotes import locate_quote
 from .retrieval import PassageIndex, manuscript_passages, numbered_context
 from .types import (
     MAX_EVIDENCE_CHARS,
@@ -55,20 +56,6 @@ _OFFLOAD_WORK = 20_000
 
 
 @dataclass
-class ReviewOptions:
-    mode: Mode = Mode.FULL
-    candidates: int = 3  # plans generated; the best by the scorer is run
-    max_questions: int = 8
-    passages: int = 5  # retrieved per question, as in the paper
-    judge: bool = False  # also let a model rate the candidate plans
-    min_words: int = 25  # shorter paragraphs are not reviewed
-    max_findings: int = 1  # as in the paper, which notes that models invent weaknesses when asked for several
-    priority: Priority = Priority.BACKGROUND
-    fuzzy_threshold: float = FUZZY_THRESHOLD
-    scorer: PlanScorer = field(default_factory=HeuristicPlanScorer)
-
-
-@dataclass
 class ReviewContext:
     """What every paragraph's review of one manuscript version shares: the passage index and the literature."""
 
@@ -91,14 +78,13 @@ async def review_paragraph(
     context: ReviewContext,
     llm: LLMClient,
     options: ReviewOptions | None = None,
-    on_step: Callable[[str], None] | None = None,
 ) -> ParagraphReview:
     """Review one paragraph. Cancelling the task cancels its model calls (and closes their requests)."""
     options = options or ReviewOptions()
     result = ParagraphReview(paragraph.id, options.mode, text=paragraph.text)
     with llm.measure() as usage:
         if options.mode is Mode.FULL:
-            await _gather_full(paragraph, context, llm, options, result, on_step)
+            await _gather_full(paragraph, context, llm, options, result)
             review_context = agents.evidence_context(result.evidence)
         elif options.mode is Mode.FAST:
             passages = context.index.search(paragraph.text, options.passages, exclude_paragraph=paragraph.id)
@@ -106,8 +92,6 @@ async def review_paragraph(
             review_context = numbered_context(passages)
         else:
             review_context = ""
-        if on_step:
-            on_step("reviewer writing")
         await _review(paragraph, review_context, llm, options, result)
     result.usage = usage
     return result
@@ -119,7 +103,6 @@ async def _gather_full(
     llm: LLMClient,
     options: ReviewOptions,
     result: ParagraphReview,
-    on_step: Callable[[str], None] | None,
 ) -> None:
     plan = await _choose_plan(paragraph, llm, options, result)
     if plan is None:
@@ -151,8 +134,6 @@ async def _gather_full(
         if not question:
             continue
         asked += 1
-        if on_step:
-            on_step(f"investigating {asked}/{len(remaining) + asked}")
         evidence = await _investigate(paragraph, context, llm, options, decision.action, question, result)
         if evidence is not None:
             result.evidence.append(evidence)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import bm25s
 
-from margin.workflows.manuscript.model import Manuscript, Paragraph
+from margin.workflows.manuscript.model import Manuscript
 
 from .types import Passage, Source
 
@@ -121,7 +121,3 @@ def numbered_context(passages: Sequence[Passage]) -> str:
         where = f" ({passage.title})" if passage.title else ""
         lines.append(f"[{number}]{where} {passage.text}")
     return "\n\n".join(lines)
-
-
-def paragraph_query(paragraph: Paragraph) -> str:
-    return paragraph.text

@@ -136,23 +136,6 @@ def _parsed_candidates(text: str) -> Iterator[tuple[Any, str | None]]:
             return
 
 
-def json_candidates(text: str) -> Iterator[Any]:
-    """Every JSON value a model's answer may mean, most likely first (at most a few, each within the shape
-    bounds): the whole answer, fenced blocks, then balanced objects or arrays in the prose."""
-    for data, problem in _parsed_candidates(text):
-        if problem is None:
-            yield data
-
-
-def extract_json(text: str) -> Any:
-    """The first JSON value in a model's answer, even when wrapped in prose or fences. Raises ValueError."""
-    if not text.strip():
-        raise ValueError("the answer is empty")
-    for data in json_candidates(text):
-        return data
-    raise ValueError("the answer contains no parseable JSON")
-
-
 def validation_error(data: Any, schema: dict[str, Any]) -> str | None:
     """A one-line description of how `data` breaks `schema`, or None when it conforms; short, although
     jsonschema's messages quote the offending value."""

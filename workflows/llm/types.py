@@ -9,37 +9,6 @@ from typing import Any
 # Sent with every request so logs, proxies and the scripted test endpoint can tell agent roles apart.
 ROLE_HEADER = "X-Margin-Role"
 
-ROLES: tuple[str, ...] = (
-    # SWIF2T focused feedback
-    "planner",
-    "controller",
-    "investigator",
-    "reviewer",
-    "judge",
-    # JRE-L lay articles
-    "journalist",
-    "reader",
-    "editor",
-    # Society of Medical Simplifiers
-    "layperson",
-    "expert",
-    "simplifier",
-    "clarifier",
-    "redundancy_checker",
-    "selector",
-    # AgentSimp
-    "director",
-    "analyst",
-    "supervisor",
-    "metaphor_analyst",
-    "terminology_interpreter",
-    "integrator",
-    "architect",
-    "proofreader",
-    # margin's own checks
-    "doctor",
-)
-
 
 class Priority(IntEnum):
     """Lower goes first: an action the user just picked waits for no background review."""

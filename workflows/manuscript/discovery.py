@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .loader import LATEX_SUFFIXES, MARKDOWN_SUFFIXES, ManuscriptLoader
+from .loader import ManuscriptLoader, is_latex, is_markdown
 from .model import Manuscript
 from .source import UnreadableFile
 
@@ -70,13 +70,12 @@ def manuscripts_in(folder: Path) -> Found:
     manubot: set[Path] = set()
     files = sorted(_files(folder, found))
     for path in files:
-        suffix = path.suffix.lower()
-        if suffix in LATEX_SUFFIXES:
+        if is_latex(path.name):
             if is_latex_root(path):
                 found.entries.append(path)
             else:
                 found.skip("LaTeX file(s) that are not a root (included by one, or a fragment)", path)
-        elif suffix in MARKDOWN_SUFFIXES:
+        elif is_markdown(path.name):
             if path.parent.name == "content" and re.match(r"^\d+\.", path.name):
                 if path.parent not in manubot:
                     manubot.add(path.parent)

@@ -15,15 +15,26 @@ if TYPE_CHECKING:
     from .latex.project import LatexProject
     from .markdown.parse import MarkdownProject
 
+# The one table of manuscript file suffixes (lower case): parsing, rewriting and folder searches all read it.
 LATEX_SUFFIXES = frozenset({".tex", ".ltx", ".latex"})
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".qmd", ".rmd"})
 
 
+def is_latex(name: str) -> bool:
+    """Whether a file name, path or URI has a LaTeX suffix (any case)."""
+    return Path(name).suffix.lower() in LATEX_SUFFIXES
+
+
+def is_markdown(name: str) -> bool:
+    """Whether a file name, path or URI has a Markdown suffix (any case)."""
+    return Path(name).suffix.lower() in MARKDOWN_SUFFIXES
+
+
 def manuscript_format(name: str) -> str | None:
-    suffix = Path(name).suffix.lower()
-    if suffix in LATEX_SUFFIXES:
+    """The format of a file by its suffix: "latex", "markdown", or None for any other file."""
+    if is_latex(name):
         return "latex"
-    if suffix in MARKDOWN_SUFFIXES:
+    if is_markdown(name):
         return "markdown"
     return None
 
@@ -82,7 +93,7 @@ class ManuscriptLoader:
         if path.is_dir():
             from .markdown.parse import manubot_files
 
-            files = manubot_files(path) or sorted(p for p in path.glob("*.md"))
+            files = manubot_files(path) or sorted(p for p in path.glob("*") if is_markdown(p.name))
             if not files:
                 raise UnreadableFile(f"{path} is a folder with no Markdown files")
             sources: list[SourceFile] = []
@@ -124,4 +135,12 @@ class ManuscriptLoader:
         return manuscript
 
 
-__all__ = ["ManuscriptLoader", "Severity", "manuscript_format"]
+__all__ = [
+    "LATEX_SUFFIXES",
+    "MARKDOWN_SUFFIXES",
+    "ManuscriptLoader",
+    "Severity",
+    "is_latex",
+    "is_markdown",
+    "manuscript_format",
+]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .offsets import OffsetMap
-from .source import Position, Range, SourceFile
+from .source import Position, Range, SourceFile, normalize_uri
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -124,11 +124,23 @@ class Manuscript:
     files: list[SourceFile] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
+    # Files are compared by normalize_uri: an editor's URI and the one margin built for the same file may be
+    # spelled differently (percent-encoding, a drive letter's case...).
+
     def paragraphs_in(self, uri: str) -> list[Paragraph]:
-        return [paragraph for paragraph in self.paragraphs if paragraph.uri == uri]
+        """The paragraphs of one file of the manuscript, in reading order."""
+        key = normalize_uri(uri)
+        return [paragraph for paragraph in self.paragraphs if normalize_uri(paragraph.uri) == key]
+
+    def problems_in(self, uri: str) -> list[Problem]:
+        """The problems found in one file of the manuscript."""
+        key = normalize_uri(uri)
+        return [problem for problem in self.problems if normalize_uri(problem.uri) == key]
 
     def paragraph_at(self, uri: str, position: Position) -> Paragraph | None:
+        """The paragraph of file `uri` whose source range holds `position`, if any."""
+        key = normalize_uri(uri)
         for paragraph in self.paragraphs:
-            if paragraph.uri == uri and paragraph.contains(position):
+            if normalize_uri(paragraph.uri) == key and paragraph.contains(position):
                 return paragraph
         return None

@@ -13,7 +13,7 @@ from urllib.parse import unquote, urlparse
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_BINARY_SNIFF_BYTES = 8192
+_BINARY_SNIFF = 8192  # how far into a file a NUL marks it as binary: git's and grep's rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +126,21 @@ class UnreadableFile(Exception):
     """A file that cannot be used as manuscript text; the message says why, for the user."""
 
 
+def check_not_binary(data: bytes | str, name: str) -> None:
+    """Raise UnreadableFile when `data`, a file's bytes or its text as an editor sent it, looks binary: a NUL
+    among its first 8192 bytes (or characters), as git and grep decide. The one rule for the CLI and the server."""
+    head = data[:_BINARY_SNIFF]
+    if (b"\x00" if isinstance(head, bytes) else "\x00") in head:
+        raise UnreadableFile(f"{name} looks like a binary file, not a LaTeX or Markdown manuscript")
+
+
 def decode_source(data: bytes, name: str) -> tuple[str, str | None]:
     """Decode file bytes as manuscript text.
 
     Returns the text and, when bytes had to be replaced, a warning for the user. Raises UnreadableFile for
-    binary data (a NUL byte near the start, as git and grep decide).
+    binary data (see check_not_binary).
     """
-    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
-        raise UnreadableFile(f"{name} looks like a binary file, not a LaTeX or Markdown manuscript")
+    check_not_binary(data, name)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:

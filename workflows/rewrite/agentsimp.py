@@ -24,7 +24,10 @@ from typing import Any
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import LLMError, Priority
 from margin.workflows.prompts import fence
+from margin.workflows.registry import AGENTSIMP
 
+# The options (and their enums) live in a module the settings can import cheaply.
+from .options import AgentSimpOptions, Combination, Communication
 from .safety import TEXT_SCHEMA, clean_text, explained_of, finalize, language_rules
 from .team import Sampling, Team
 from .transcript import Transcript
@@ -32,24 +35,11 @@ from .types import Language, Rewrite, RewriteStatus, StepCallback, no_steps
 
 log = logging.getLogger("margin.rewrite.agentsimp")
 
-PIPELINE, SYNCHRONOUS = "pipeline", "synchronous"
-ITERATIVE, DIRECT = "iterative", "direct"
+# The old names of the enums' members (bench/rewrite_bench.py uses them).
+PIPELINE, SYNCHRONOUS = Communication.PIPELINE, Communication.SYNCHRONOUS
+ITERATIVE, DIRECT = Combination.ITERATIVE, Combination.DIRECT
 AGENTSIMP_SAMPLING = Sampling(temperature=0.6)  # the paper's, for every agent
 _PROOFREAD_WINDOW = 6  # paragraphs per proofreader call: one answer per paragraph stays easy to map back
-
-
-@dataclass
-class AgentSimpOptions:
-    communication: str = PIPELINE  # or SYNCHRONOUS
-    combination: str = ITERATIVE  # or DIRECT
-    chunk_size: int = 2  # paragraphs per architect call in iterative combination (the paper: 2)
-    supervisor_rounds: int = 1  # supervisor critiques, each followed by a revision
-    proofread: bool = True
-    # The paper's ablations: each of these agents can be left out.
-    architect: bool = True
-    metaphor_analyst: bool = True
-    terminology_interpreter: bool = True
-    document_words: int = 6_000  # how much of the manuscript the director and analyst read
 
 
 # Token counts are estimated from characters (English runs at about four per token; three leaves room), so that
@@ -255,7 +245,7 @@ class _Desk:
 
     async def refine(self, draft: _Draft) -> None:
         try:
-            if self.options.communication == SYNCHRONOUS:
+            if self.options.communication == Communication.SYNCHRONOUS:
                 await self._synchronous(draft)
             else:
                 basic = await self._simplify(draft, draft.original)
@@ -356,7 +346,7 @@ class _Desk:
             "changes; keep every paragraph's content, and give back exactly one paragraph per input paragraph, "
             "in order."
         )
-        if self.options.combination == DIRECT:
+        if self.options.combination == Combination.DIRECT:
             needed = await self._direct_fits(usable)
             if needed is None:
                 await self._rework(
@@ -427,7 +417,7 @@ async def simplify_document(
     `document` is the manuscript's plain text for the director and the analyst (default: the paragraphs).
     Model failures never raise: a paragraph whose simplification failed keeps its text and says why."""
     options = options or AgentSimpOptions()
-    transcript = transcript if transcript is not None else Transcript("agentsimp")
+    transcript = transcript if transcript is not None else Transcript(AGENTSIMP)
     team = Team(llm, transcript, on_step, priority, sampling=AGENTSIMP_SAMPLING)
     desk = _Desk(team, language, options, len(sources))
     words = (document or "\n\n".join(sources)).split(" ")

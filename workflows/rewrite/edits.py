@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
-from margin.workflows.manuscript.source import normalize_uri
 
 from .preservation import html_comment_spans, latex_comments
 from .types import Language
@@ -40,10 +39,9 @@ def target_of(paragraph: Paragraph) -> Target:
 
 def targets_in(manuscript: Manuscript, uri: str, min_words: int = 1) -> list[Target]:
     """The paragraphs of one file that a document rewrite changes, in order, never overlapping."""
-    key = normalize_uri(uri)
     targets: list[Target] = []
-    for paragraph in manuscript.paragraphs:
-        if normalize_uri(paragraph.uri) != key or paragraph.kind not in REWRITTEN_KINDS:
+    for paragraph in manuscript.paragraphs_in(uri):
+        if paragraph.kind not in REWRITTEN_KINDS:
             continue
         if len(paragraph.text.split()) < min_words:
             continue

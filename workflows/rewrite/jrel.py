@@ -22,8 +22,10 @@ from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import LLMError, Priority
 from margin.workflows.manuscript.model import Manuscript, Paragraph, ParagraphKind
 from margin.workflows.prompts import fence
+from margin.workflows.registry import JREL
 
 from .additions import neutralize
+from .options import Keep, LayOptions  # a module the settings import cheaply
 from .preservation import describe
 from .team import Sampling, Team
 from .transcript import Transcript
@@ -31,7 +33,7 @@ from .types import StepCallback, no_steps
 
 log = logging.getLogger("margin.rewrite.jrel")
 
-LAST, MOST_READABLE = "last", "mostReadable"
+LAST, MOST_READABLE = Keep.LAST, Keep.MOST_READABLE  # the old names of Keep's members
 _KEY_SECTIONS = re.compile(r"introduc|background|conclu|discussion|summary|results|findings|overview", re.I)
 _PLACEHOLDERS = re.compile(r"\s*\[(?:citation|reference|url|code)\]")
 _ARTICLE_HEADING = re.compile(
@@ -40,17 +42,6 @@ _ARTICLE_HEADING = re.compile(
 _OTHER_HEADING = re.compile(
     r"^\s*(?:#+\s*)?(?:\*\*)?\s*(improvement|notes?|advice)\s*:?\s*(?:\*\*)?\s*:?\s*$", re.I | re.M
 )
-
-
-@dataclass
-class LayOptions:
-    iterations: int = 3  # reading-editing-revising rounds after the first draft (the paper: 3)
-    keep: str = LAST  # LAST (the paper) or MOST_READABLE (lowest mean of FKGL, CLI, DCRS)
-    paper_words: int = 1_500  # how much of the paper the journalist and editor read
-    # The paper's ablations (its Table 3): "no_reader" (the editor advises from the article alone),
-    # "no_editor" (the journalist revises from the reader's notes: "-Suggestions"), "no_collaboration" (the
-    # journalist revises its own draft with no input); "" runs the whole loop.
-    ablation: str = ""
 
 
 ABLATIONS = ("", "no_reader", "no_editor", "no_collaboration")
@@ -169,7 +160,7 @@ async def write_lay_article_from(
     """Write, read, edit, revise. Never raises for model failures: a failed step ends the iterations and the best
     version so far is kept; with no first draft the result is not `ok` and `failures` says why."""
     options = options or LayOptions()
-    transcript = transcript if transcript is not None else Transcript("jrel")
+    transcript = transcript if transcript is not None else Transcript(JREL)
     team = Team(llm, transcript, on_step, priority, sampling=JREL_SAMPLING)
     source = f"# {title}\n\n{paper}" if title else paper  # all of it the manuscript's words: fenced as data
     paper_block = f"The paper:\n{fence(source)}"

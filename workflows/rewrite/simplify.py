@@ -7,13 +7,13 @@ import asyncio
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import Priority
 from margin.workflows.manuscript.model import Manuscript
+from margin.workflows.registry import AGENTSIMP as AGENTSIMP
+from margin.workflows.registry import SOMS as SOMS
 
 from . import agentsimp, soms
 from .edits import Target
 from .transcript import Transcript
 from .types import Rewrite, StepCallback, no_steps
-
-SOMS, AGENTSIMP = "soms", "agentsimp"
 
 
 def document_text(manuscript: Manuscript) -> str:

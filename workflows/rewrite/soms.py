@@ -12,13 +12,16 @@ but the layperson sees the conversation log.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.llm.types import FailureKind, LLMError, Priority
 from margin.workflows.prompts import fence
+from margin.workflows.registry import SOMS
 
+# The options (and the loops they name) live in a module the settings can import cheaply.
+from .options import CLARIFIER, LAYPERSON, REDUNDANCY, SomsOptions
+from .options import LOOPS as LOOPS
 from .safety import TEXT_SCHEMA, clean_text, explained_of, finalize, language_rules
 from .team import Team, log_turn
 from .transcript import Transcript
@@ -26,9 +29,6 @@ from .types import Language, Rewrite, RewriteStatus, StepCallback, no_steps
 
 log = logging.getLogger("margin.rewrite.soms")
 
-LAYPERSON, CLARIFIER, REDUNDANCY = "layperson", "clarifier", "redundancy"
-LOOPS = (LAYPERSON, CLARIFIER, REDUNDANCY)
-LOOP_LEADERS = {LAYPERSON: "layperson", CLARIFIER: "clarifier", REDUNDANCY: "redundancy_checker"}
 MAX_REMOVAL_WORDS = 5  # the paper's redundancy checker quotes at most five words per removal
 _MEMORY_TURNS = 24  # the log the agents see is bounded: the most recent turns
 DOMAINS: dict[str, dict[str, str]] = {
@@ -45,16 +45,6 @@ DOMAINS: dict[str, dict[str, str]] = {
         "essential": "scientific content (findings, numbers, methods, conditions)",
     },
 }
-
-
-@dataclass
-class SomsOptions:
-    domain: str = "science"  # "medical" (the paper's setting) or "science" (any field)
-    loop_limit: int = 2  # times each interaction loop may be entered (the paper: 2)
-    clarifier_rounds: int = 3  # the clarifier revises rejected substitutions at most this often
-    accuracy_rounds: int = 2  # the expert's accuracy check may send the rewrite back this often
-    min_questions: int = 4  # the layperson asks at least this many questions (the paper: 4)
-    loops: tuple[str, ...] = LOOPS  # the interaction loops that may run; (LAYPERSON,) is the paper's ablation
 
 
 _SELECTOR_SCHEMA: dict[str, Any] = {
@@ -470,7 +460,7 @@ async def simplify_paragraph(
     run goes on with the text as it stands; the result is checked for lost citations, math and links."""
     options = options or SomsOptions()
     words = DOMAINS.get(options.domain, DOMAINS["science"])
-    transcript = transcript if transcript is not None else Transcript("soms")
+    transcript = transcript if transcript is not None else Transcript(SOMS)
     team = Team(llm, transcript, on_step, priority, words)
     society = _Society(team, source, language, options)
     society.remember("Original text", source)

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from margin.workflows.manuscript.loader import is_markdown
+
 # Pipelines announce each agent step ("Reader taking notes, iteration 2/3") through this callback; the server
 # turns it into work-done progress, the CLI into a progress line.
 StepCallback = Callable[[str], None]
@@ -21,7 +23,8 @@ class Language(StrEnum):
 
     @classmethod
     def of(cls, file_name: str) -> Language:
-        return cls.MARKDOWN if file_name.lower().endswith((".md", ".markdown", ".rmd", ".qmd")) else cls.LATEX
+        """Markdown for a file with a Markdown suffix (the manuscript loader's table), else LaTeX."""
+        return cls.MARKDOWN if is_markdown(file_name) else cls.LATEX
 
 
 class RewriteStatus(StrEnum):

@@ -1169,10 +1169,5 @@ class ChunkParser:
         return after
 
 
-def convert_fragment(text: str, macros: m.MacroTable) -> str:
-    """Plain text of a fragment of inline LaTeX (no offsets)."""
-    return ChunkParser(text, ScanState(), macros).convert()
-
-
 def parse_chunk(text: str, state: ScanState, macros: m.MacroTable) -> tuple[list[Event], ScanState]:
     return ChunkParser(text, state, macros).parse()

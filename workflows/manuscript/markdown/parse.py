@@ -31,6 +31,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from ..assemble import ManuscriptAssembler
+from ..loader import is_markdown
 from ..model import Manuscript, ParagraphKind, has_words, paragraph_id
 from ..offsets import OffsetMap, TextBuilder
 from ..source import SourceFile
@@ -618,7 +619,7 @@ def manubot_files(path: Path) -> list[Path] | None:
     folder = path if path.is_dir() else path.parent
     if folder.name != "content":
         return None
-    files = sorted(p for p in folder.glob("*.md") if re.match(r"^\d+\.", p.name))
+    files = sorted(p for p in folder.iterdir() if is_markdown(p.name) and re.match(r"^\d+\.", p.name))
     if not files or (not path.is_dir() and path not in files):
         return None
     return files

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .types import ROLE_HEADER
+from margin.workflows.llm.types import ROLE_HEADER
 
 
 @dataclass

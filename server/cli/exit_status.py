@@ -1,4 +1,5 @@
-"""The `margin` command's exit statuses, and the one rule every command that calls models follows.
+"""The `margin` command's exit statuses, the one table of them (the README's is checked against DOCUMENTED), and
+the one rule every command that calls models follows.
 
 A run whose model calls failed never exits 0: it says how many failed, of which kind, and the first failure's
 message (for a crashed embedded server, that is the crash with the end of its log), on stderr.
@@ -17,18 +18,19 @@ UNREADABLE = 1  # a file could not be read (the others were still handled)
 USAGE = 2  # wrong arguments, or an output location that cannot be used (checked before any model call)
 NO_MODEL = 3  # no model answered at all: nothing listens at the endpoint, or the model server crashed
 NOT_REWRITTEN = 4  # simplify or lay: nothing was rewritten, and nothing written
-MISSING_DATA = 5  # eval: the dataset is not there
+MISSING_DATA = 5  # eval: the dataset or the metric libraries are not there
 MODEL_CALLS_FAILED = 6  # some model calls failed: the output is incomplete
 NOT_WRITTEN = 7  # the output could not be written where asked; the generated text was kept elsewhere
 
+# The README's exit status table, word for word (tests/test_readme.py).
 DOCUMENTED = {
-    OK: "everything ran and every model call was answered",
+    OK: "everything ran, and every model call was answered",
     UNREADABLE: "a file could not be read (the others were still handled)",
     USAGE: "wrong arguments, or an output location that cannot be used (a missing or read-only folder, a file "
     "that exists without --force), found before any model call",
     NO_MODEL: "no model answered: nothing listens at the endpoint, or the model server crashed",
     NOT_REWRITTEN: "simplify or lay: nothing was rewritten, so nothing was written",
-    MISSING_DATA: "eval: the dataset is not there",
+    MISSING_DATA: "eval: the dataset or the metric libraries are missing",
     MODEL_CALLS_FAILED: "some model calls failed, so the output is incomplete (stderr says which and why)",
     NOT_WRITTEN: "the output could not be written where asked (the disk filled up, the folder went away); the "
     "generated text was saved beside it or in the user cache folder, and stderr says where",

@@ -1,44 +1,34 @@
-"""`margin review`: focused feedback for whole manuscripts in a terminal or CI."""
+"""`margin review`: focused feedback for whole manuscripts in a terminal or CI, through the application layer the
+editor uses (margin.server.application.review): the same literature, the same reviews, progress on stderr."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from margin.workflows.feedback.literature import Literature
-from margin.workflows.feedback.pipeline import review_manuscript
 from margin.workflows.feedback.types import Mode, ParagraphReview
 from margin.workflows.llm.client import LLMClient
+from margin.workflows.manuscript.boundary import ALLOW_SETTING, ReadBoundary, project_folder
 from margin.workflows.manuscript.discovery import load_paths
 from margin.workflows.manuscript.model import Manuscript
 
+from ..application.review import Reviews, follow, gather_literature, literature_folders
+from ..reading import command_line_boundary, command_line_loader
+from ..render import relative_file
+from ..sarif import sarif_log
+from ..settings import Settings
 from . import exit_status
-from .reading import command_line_loader
-from .render import relative_file
-from .rewrite_cli import EXIT_NOT_WRITTEN, print_or_keep
-from .sarif import sarif_log
-from .settings import Settings
+from .output import print_or_keep
+from .progress import TerminalProgress
+from .shared import settings_for, with_models
 
 
-class ProgressBar:
-    """A one-line progress bar on stderr, only when stderr is a terminal (never in logs or pipes)."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.enabled = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int, _: ParagraphReview) -> None:
-        if not self.enabled or not total:
-            return
-        width = 30
-        filled = width * done // total
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} paragraphs")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+def run(arguments: argparse.Namespace) -> int:
+    return with_models(review(arguments, settings_for(arguments)))
 
 
 def finding_records(manuscript: Manuscript, reviews: list[ParagraphReview]) -> list[dict[str, Any]]:
@@ -88,8 +78,47 @@ def as_text(
     return "\n".join(lines)
 
 
-async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
+class CommandLineLiterature:
+    """The literature folders of each manuscript: those named with --literature, and review.literatureFolders
+    (relative ones against the manuscript's project folder) inside the read boundary. A folder outside it is
+    said once on stderr and not read."""
+
+    def __init__(self, settings: Settings, boundary: ReadBoundary, named: Sequence[Path]) -> None:
+        self.settings = settings
+        self.boundary = boundary
+        self.named = named
+        self.refused: set[Path] = set()
+
+    def of(self, path: Path) -> list[Path]:
+        folders = literature_folders(self.settings, project_folder(path), self.boundary, self.named)
+        for folder in folders.refused:
+            if folder not in self.refused:
+                self.refused.add(folder)
+                print(
+                    f"margin: review.literatureFolders: {folder} is outside the project folder; its PDFs are not "
+                    f"read. To allow it, add it to {ALLOW_SETTING} in the file given to --settings",
+                    file=sys.stderr,
+                )
+        return folders.readable
+
+
+async def review_paragraphs(
+    manuscript: Manuscript, reviews: Reviews, progress: TerminalProgress
+) -> list[ParagraphReview]:
+    """Every reviewable paragraph's review, in paragraph order. A review that raised is a bug: the first such
+    error is raised again once the other reviews have ended."""
+    tasks = [reviews.start(paragraph) for paragraph in reviews.reviewable(manuscript.paragraphs)]
+    followed = await follow(tasks, progress)
+    if followed.errors:
+        raise followed.errors[0]
+    return [result for result in followed.results if result is not None]
+
+
+async def review(arguments: argparse.Namespace, settings: Settings) -> int:
     loader = command_line_loader(settings, arguments.files)
+    literature = CommandLineLiterature(
+        settings, command_line_boundary(settings, arguments.files), [Path(f) for f in arguments.literature]
+    )
     llm = LLMClient(settings.llm_config())
     # review.mode "auto": fast on the embedded model, full on a model server
     options = settings.review_options(await llm.pool.kind_of(llm.config.default))
@@ -106,24 +135,14 @@ async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
             if loaded.errors:
                 status = exit_status.UNREADABLE
             for path, manuscript in loaded.manuscripts:
-                online = settings.online_searches()
-                literature = await Literature.gather(
-                    manuscript,
-                    [Path(folder) for folder in arguments.literature],
-                    online.web,
-                    scholarly=online.scholarly,
-                )
-                reviews = await review_manuscript(
-                    manuscript,
-                    llm,
-                    options,
-                    literature=literature,
-                    progress=ProgressBar(f"{path.name} ({options.mode})"),
-                )
+                gathered = await gather_literature(manuscript, settings, literature.of(path))
+                reviews = await Reviews.prepare(manuscript, llm, options, gathered)
+                progress = TerminalProgress(f"{path.name} ({options.mode})", unit="paragraphs")
+                results = await review_paragraphs(manuscript, reviews, progress)
                 # Reviewed means the reviewer answered; a paragraph whose calls failed is not reviewed.
-                completed = [review for review in reviews if review.completed]
+                completed = [result for result in results if result.completed]
                 reviewed += len(completed)
-                unreviewed += len(reviews) - len(completed)
+                unreviewed += len(results) - len(completed)
                 records.extend(finding_records(manuscript, completed))
     finally:
         await llm.close()
@@ -146,7 +165,7 @@ async def run_review(arguments: argparse.Namespace, settings: Settings) -> int:
     # models paid for is then kept in a file (margin's cache folder) rather than lost.
     suffix = "txt" if arguments.format == "text" else arguments.format
     if not print_or_keep(text + "\n", f"review.{suffix}", "the review"):
-        status = exit_status.worst(status, EXIT_NOT_WRITTEN)
+        status = exit_status.worst(status, exit_status.NOT_WRITTEN)
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)
     return exit_status.worst(status, exit_status.model_status(usage))

@@ -10,61 +10,33 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from margin.workflows.evaluation.datasets import METHODS, DatasetError, load_examples
+from margin.workflows.evaluation.datasets import DatasetError, load_examples
+from margin.workflows.rewrite.output import OutputProblem, check_folder
 
 from . import exit_status
+from .output import print_or_keep, write_or_keep
+from .progress import TerminalProgress
+from .shared import settings_for, with_models
+from .usage import UsageError, output_checks
 
 if TYPE_CHECKING:
     from margin.workflows.evaluation.runner import ResultStore
 
-    from .settings import Settings
+    from ..settings import Settings
 
-EXIT_OK, EXIT_USAGE, EXIT_MISSING = exit_status.OK, exit_status.USAGE, exit_status.MISSING_DATA
 EVAL_EXTRA_HINT = "pip install 'margin[eval]'"
 PREDICTIONS = "predictions.jsonl"
 REPORTS = ("summary.json", "report.md", "readability_by_iteration.png")  # replaced by every run
 
 
-def add_command(commands: argparse._SubParsersAction, llm_options: object) -> None:  # type: ignore[type-arg]
-    evaluate = commands.add_parser(
-        "eval", help="run a pipeline over a dataset and report the papers' metrics"
-    )
-    evaluate.add_argument("method", choices=METHODS, metavar="METHOD", help=" | ".join(METHODS))
-    evaluate.add_argument(
-        "--dataset",
-        type=Path,
-        required=True,
-        help="JSONL file, or a folder of Cochrane pairs or eLife/PLOS lay summaries",
-    )
-    evaluate.add_argument("--limit", type=int, metavar="N", help="only the first N examples")
-    evaluate.add_argument("--out", type=Path, metavar="DIR", help="default: eval-out/METHOD-DATASET")
-    evaluate.add_argument(
-        "--concurrency", type=int, metavar="N", help="examples in flight (default: llm.maxConcurrency)"
-    )
-    llm_options(evaluate)  # type: ignore[operator]
-
-
-class ProgressBar:
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.enabled = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or not total:
-            return
-        filled = 30 * done // total
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} examples")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+def run(arguments: argparse.Namespace) -> int:
+    return with_models(run_eval(arguments, settings_for(arguments)))
 
 
 def check_out_folder(folder: Path) -> None:
     """Before any model call (OutputProblem): margin can create files in `folder` (made if missing), appends
     predictions to a file of its own, and replaces reports only in the folder of an earlier `margin eval` run
     (one with predictions): never a user's summary.json or report.md in a folder given to --out by mistake."""
-    from margin.workflows.rewrite.output import OutputProblem, check_folder
-
     check_folder(folder, create=True)
     predictions = folder / PREDICTIONS
     if predictions.is_symlink() or (predictions.exists() and not predictions.is_file()):
@@ -107,11 +79,9 @@ def _save_predictions(store: ResultStore) -> int:
     all of them are kept in a new file beside predictions.jsonl, else in margin's cache folder, else on stdout."""
     from margin.workflows.rewrite.output import reason, rescue
 
-    from .rewrite_cli import EXIT_NOT_WRITTEN, print_or_keep
-
     error: OSError | None = getattr(store, "write_error", None)
     if error is None:
-        return EXIT_OK
+        return exit_status.OK
     print(f"margin: cannot append predictions to {store.path}: {reason(error)}", file=sys.stderr)
     lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in store.records.values())
     what = f"all {len(store.records)} prediction(s)"
@@ -121,7 +91,7 @@ def _save_predictions(store: ResultStore) -> int:
     else:
         print(f"margin: {what} could not be saved anywhere; they follow on stdout", file=sys.stderr)
         print_or_keep(lines, store.path.name, "the predictions")
-    return EXIT_NOT_WRITTEN
+    return exit_status.NOT_WRITTEN
 
 
 def _write_reports(folder: Path, result: dict[str, Any], by_iteration: dict[int, dict[str, float]]) -> int:
@@ -130,23 +100,21 @@ def _write_reports(folder: Path, result: dict[str, Any], by_iteration: dict[int,
     from margin.workflows.evaluation import report
     from margin.workflows.rewrite.output import reason, write_file
 
-    from .rewrite_cli import EXIT_NOT_WRITTEN, write_or_keep
-
-    status = EXIT_OK
+    status = exit_status.OK
     texts = {
         "summary.json": (json.dumps(result, indent=2, ensure_ascii=False) + "\n", "the summary"),
         "report.md": (report.markdown(result), "the report"),
     }
     for name, (text, what) in texts.items():
         if write_or_keep(text, folder / name, what, force=True) is None:
-            status = EXIT_NOT_WRITTEN
+            status = exit_status.NOT_WRITTEN
     if by_iteration:
         path = folder / "readability_by_iteration.png"
         try:
             write_file(path, lambda temporary: report.plot_iterations(by_iteration, temporary), force=True)
         except OSError as error:
             print(f"margin: cannot write the plot to {path}: {reason(error)}", file=sys.stderr)
-            status = EXIT_NOT_WRITTEN
+            status = exit_status.NOT_WRITTEN
         else:
             print(f"margin: readability per iteration plotted in {path}", file=sys.stderr)
     return status
@@ -160,13 +128,12 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
             f"margin: the evaluation needs its metric libraries ({error.name}): {EVAL_EXTRA_HINT}",
             file=sys.stderr,
         )
-        return EXIT_MISSING
+        return exit_status.MISSING_DATA
     method: str = arguments.method
     try:
         examples = load_examples(arguments.dataset, method)
     except DatasetError as error:
-        print(f"margin: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(str(error)) from error
     if arguments.limit is not None:
         examples = examples[: max(0, arguments.limit)]
     name = arguments.dataset.stem if arguments.dataset.is_file() else arguments.dataset.name
@@ -184,13 +151,8 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
         web=online.web,
         scholarly=online.scholarly,
     )
-    from margin.workflows.rewrite.output import OutputProblem
-
-    try:
+    with output_checks():
         check_out_folder(folder)
-    except OutputProblem as error:
-        print(f"margin: {error}", file=sys.stderr)
-        return EXIT_USAGE
     store = _kept_store(folder, runner.run_key(method, config, options))
     if store.other_settings:
         print(
@@ -201,10 +163,17 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
     from margin.workflows.llm.client import LLMClient
 
     llm = LLMClient(config)
+    progress = TerminalProgress(unit="examples")
+    await progress.begin(f"{method} on {name}", len(examples))
+
+    def counted(done: int, total: int) -> None:
+        progress.step(f"{done}/{total} examples", done)
+
     try:
         with llm.measure() as usage:
-            ran = await runner.run(method, examples, llm, store, options, ProgressBar(f"{method} on {name}"))
+            ran = await runner.run(method, examples, llm, store, options, counted)
     finally:
+        progress.end(f"{method} on {name}: done")
         await llm.close()
     scored = {example.id: store.records[example.id] for example in examples if store.done(example.id)}
     result = report.summary(method, name, len(examples), scored, scoring.score(method, examples, scored))
@@ -227,5 +196,5 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
     status = exit_status.model_status(usage)
-    status = status if status != EXIT_OK or not failed else exit_status.MODEL_CALLS_FAILED
+    status = status if status != exit_status.OK or not failed else exit_status.MODEL_CALLS_FAILED
     return exit_status.worst(status, written)

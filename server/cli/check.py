@@ -1,0 +1,40 @@
+"""`margin check`: the readability of every paragraph, in text or JSON, without a model.
+
+It imports the manuscript parsers and the readability scorer, and nothing of the LSP or the models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from margin.workflows.manuscript.discovery import load_paths
+from margin.workflows.readability import ReadabilityCache
+
+from ..reading import command_line_loader
+from ..render import as_json, as_text, check
+from . import exit_status
+from .shared import settings_for
+
+if TYPE_CHECKING:
+    from margin.workflows.manuscript.model import Manuscript
+
+    from ..render import CheckedParagraph
+
+
+def run(arguments: argparse.Namespace) -> int:
+    settings = settings_for(arguments)
+    loaded = load_paths(command_line_loader(settings, arguments.files), arguments.files)
+    for message in (*loaded.errors, *loaded.notes):
+        print(f"margin: {message}", file=sys.stderr)
+    scores = ReadabilityCache()
+    results: list[tuple[Manuscript, list[CheckedParagraph]]] = [
+        (manuscript, check(manuscript, settings, scores)) for _, manuscript in loaded.manuscripts
+    ]
+    errors = loaded.errors
+    if arguments.format == "json":
+        print(as_json(results, errors))
+    else:
+        print("\n\n".join(as_text(manuscript, items, settings) for manuscript, items in results))
+    return exit_status.UNREADABLE if errors else exit_status.OK

@@ -1,0 +1,1 @@
+"""Test doubles for margin's tests and benchmarks: a scripted OpenAI-compatible endpoint and scripted agents."""
