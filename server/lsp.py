@@ -21,7 +21,7 @@ from margin.workflows.manuscript.source import Position
 
 from . import __version__, logs
 from .features import FEATURES, Command, Feature
-from .features.base import implements
+from .features.base import hover_extent, implements
 from .protocol import MarginProtocol
 from .session import Session
 from .settings import SECTION
@@ -136,22 +136,18 @@ async def on_pull_diagnostics(
 
 
 async def on_hover(ls: MarginServer, params: types.HoverParams) -> types.Hover | None:
-    """The innermost answer wins: a finding's phrase over its paragraph's readability."""
+    """The innermost answer wins (a finding's phrase over its paragraph's readability); on equal ranges, the
+    feature with the higher hover_precedence."""
     view = await ls.session.view(params.text_document.uri)
     if view is None:
         return None
     position = Position(params.position.line, params.position.character)
-    hovers = [hover for feature in _having(ls, "hover") if (hover := await feature.hover(view, position))]
-    return min(hovers, key=_extent, default=None)
-
-
-def _extent(hover: types.Hover) -> tuple[int, int]:
-    if hover.range is None:
-        return (2**31, 0)
-    return (
-        hover.range.end.line - hover.range.start.line,
-        hover.range.end.character - hover.range.start.character,
-    )
+    answers = [
+        (hover_extent(hover), -feature.hover_precedence, hover)
+        for feature in _having(ls, "hover")
+        if (hover := await feature.hover(view, position))
+    ]
+    return min(answers, key=lambda answer: answer[:2], default=(None, None, None))[2]
 
 
 async def on_code_action(ls: MarginServer, params: types.CodeActionParams) -> list[types.CodeAction]:

@@ -2,8 +2,8 @@
 
 Importing them (the OpenAI client, BM25, PDF and BibTeX readers, JSON Schema) takes about half a second: at the
 server's start that would delay `initialize` and the first diagnostics, and on the event loop it would stall
-every request. The server imports them in a worker thread when a review or a rewrite first runs; afterwards the
-features import names from them at no cost.
+every request. The server imports them, and the application layer built on them, in a worker thread when a
+review or a rewrite first runs; afterwards the features import names from them at no cost.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ MODULES = (
     "margin.workflows.feedback.pipeline",
     "margin.workflows.rewrite.simplify",
     "margin.workflows.rewrite.jrel",
+    "margin.server.application.review",
+    "margin.server.application.rewrite",
 )
 _loaded = False
 

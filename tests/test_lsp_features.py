@@ -149,3 +149,56 @@ def test_an_lsp_method_is_registered_exactly_when_a_feature_implements_its_hook(
     extended = MarginServer((*FEATURES, Lenses)).protocol.fm.features
     assert types.TEXT_DOCUMENT_CODE_LENS in extended
     assert set(plain) <= set(extended)
+
+
+class _Answers(Feature):
+    """Answers every hover for the same range as the other feature."""
+
+    label = "plain"
+
+    async def hover(self, view: Any, position: Any) -> types.Hover:
+        span = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=9))
+        return types.Hover(contents=self.label, range=span)
+
+
+class _Preferred(_Answers):
+    label = "preferred"
+    hover_precedence = 1
+
+
+class _Wider(_Answers):
+    label = "wider"
+    hover_precedence = 5
+
+    async def hover(self, view: Any, position: Any) -> types.Hover:
+        span = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=1, character=0))
+        return types.Hover(contents=self.label, range=span)
+
+
+@pytest.mark.parametrize("order", [(_Answers, _Preferred, _Wider), (_Wider, _Preferred, _Answers)])
+async def test_the_innermost_hover_wins_and_precedence_breaks_a_tie(
+    order: tuple[type[Feature], ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finding that quotes its whole paragraph has the paragraph's range: its hover (precedence 1) still wins
+    over the readability hover, whatever the order of the features."""
+    from margin.server import lsp
+
+    server = MarginServer(order)
+
+    async def view(uri: str) -> object:
+        return object()
+
+    monkeypatch.setattr(server.session, "view", view)
+    params = types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri="file:///paper.md"),
+        position=types.Position(line=0, character=3),
+    )
+    hover = await lsp.on_hover(server, params)
+    assert hover is not None and hover.contents == "preferred"
+
+
+def test_a_finding_outranks_readability_on_the_same_range() -> None:
+    from margin.server.features.readability import Readability
+    from margin.server.features.review import Review
+
+    assert Review.hover_precedence > Readability.hover_precedence

@@ -102,23 +102,25 @@ async def follow(
     tasks: Sequence[ReviewTask],
     progress: Progress,
     on_result: Callable[[ParagraphReview], Awaitable[None] | None] | None = None,
+    stop_on_error: bool = False,
 ) -> Followed:
     """Wait for the reviews, reporting progress as each ends and passing each result to `on_result`. A review
-    cancelled on its own (its paragraph was edited) or one that raised does not stop the others; cancelling
-    the caller cancels them all."""
+    cancelled on its own (its paragraph was edited) does not stop the others, nor does one that raised (it is
+    logged) unless `stop_on_error`: then the rest are cancelled and the caller raises the error. Cancelling
+    the caller cancels them all, also while the progress is starting."""
     total = len(tasks)
     followed = Followed([None] * total)
     position = {task: index for index, task in enumerate(tasks)}
-    await progress.begin(f"Reviewing 0/{total} paragraphs", total)
     done = 0
     pending = set(tasks)
     try:
-        while pending:
+        await progress.begin(f"Reviewing 0/{total} paragraphs", total)
+        while pending and not (stop_on_error and followed.errors):
             # Cancelling the caller raises here, and `finally` stops every review.
             finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in sorted(finished, key=position.__getitem__):
                 done += 1
-                result = _result(task, followed)
+                result = _result(task, followed, log_errors=not stop_on_error)
                 if result is not None:
                     followed.results[position[task]] = result
                     for failure in result.failures:
@@ -137,14 +139,16 @@ async def follow(
     return followed
 
 
-def _result(task: ReviewTask, followed: Followed) -> ParagraphReview | None:
+def _result(task: ReviewTask, followed: Followed, log_errors: bool) -> ParagraphReview | None:
     """A finished review's result; None when it was cancelled on its own (its paragraph was edited) or raised (a
-    bug in one review must not stop the others or reach the editor: it is logged and kept in `errors`)."""
+    bug in one review must not stop the others or reach the editor: it is kept in `errors`, and logged unless
+    the caller raises it)."""
     if task.cancelled():
         return None
     error = task.exception()
     if error is not None:
-        log.error("a paragraph review failed", exc_info=error)
+        if log_errors:
+            log.error("a paragraph review failed", exc_info=error)
         followed.errors.append(error)
         return None
     return task.result()

@@ -105,10 +105,10 @@ class CommandLineLiterature:
 async def review_paragraphs(
     manuscript: Manuscript, reviews: Reviews, progress: TerminalProgress
 ) -> list[ParagraphReview]:
-    """Every reviewable paragraph's review, in paragraph order. A review that raised is a bug: the first such
-    error is raised again once the other reviews have ended."""
+    """Every reviewable paragraph's review, in paragraph order. A review that raised is a bug: the other reviews
+    are cancelled and the error is raised."""
     tasks = [reviews.start(paragraph) for paragraph in reviews.reviewable(manuscript.paragraphs)]
-    followed = await follow(tasks, progress)
+    followed = await follow(tasks, progress, stop_on_error=True)
     if followed.errors:
         raise followed.errors[0]
     return [result for result in followed.results if result is not None]

@@ -29,6 +29,8 @@ class Feature:
     # Diagnostics that arrive after background work (model findings) rather than with each edit: a pulling
     # client that cannot be asked to pull again gets them pushed.
     late_diagnostics: ClassVar[bool] = False
+    # Which hover shows when two features answer for the same range (the higher wins).
+    hover_precedence: ClassVar[int] = 0
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -85,3 +87,11 @@ class Feature:
 def implements(feature: type[Feature], hook: str) -> bool:
     """Whether a feature class overrides a hook of Feature."""
     return getattr(feature, hook) is not getattr(Feature, hook)
+
+
+def hover_extent(hover: types.Hover) -> tuple[int, int]:
+    """How much text a hover is about (lines, then characters): the innermost answer is shown."""
+    span = hover.range
+    if span is None:
+        return (2**31, 0)
+    return (span.end.line - span.start.line, span.end.character - span.start.character)

@@ -47,6 +47,9 @@ NO_MODEL_MESSAGE = (
 
 class Review(Feature):
     late_diagnostics = True
+    hover_precedence = (
+        1  # a finding over its paragraph's readability, even when it quotes the whole paragraph
+    )
 
     def __init__(self, session: Session) -> None:
         super().__init__(session)
