@@ -1,6 +1,6 @@
 """The whole system's speed and cost in one table: `python -m bench` (or `python bench/system_bench.py`).
 
-    python -m bench [--json] [--sections parse,lsp,review,rewrite,cache,memory] [--review-paragraphs 8]
+    python -m bench [--json] [--sections parse,lsp,review,prompts,pool,rewrite,cache,memory] [--review-paragraphs 8]
                     [--rewrite-paragraphs 4] [--latency 0.2] [--concurrency 8] [--documents 20] ...
 
 Sections (each reuses the benchmark script named, with more modest defaults; see --help for the options):
@@ -15,6 +15,10 @@ Sections (each reuses the benchmark script named, with more modest defaults; see
 - editor (lsp_bench.py): the real paper fixtures/real/celerite/ms.tex with default settings: didOpen sent right
   after `initialized` until the first diagnostics, and pulls after one-character edits while no model answers,
   while the test endpoint reviews, and while the embedded model reviews (when installed);
+- prompts (prompt_bench.py): per pipeline, requests, prompt and completion tokens per paragraph, and the share
+  of prompt tokens vLLM's prefix cache would reuse (target 50% for review full);
+- pool (pool_bench.py): a 64-paragraph review (fast) against 1, 2 and 4 stand-in replicas of one model, with
+  the same limit per replica: throughput and its efficiency against linear scaling (target 0.85);
 - review (review_bench.py): SWIF2T focused feedback on fixtures/latex/paper per mode (full, fast, single):
   model calls, tokens and wall time against a stand-in endpoint with a fixed latency per call and a cap on
   concurrent requests, concurrently and one call at a time, and their ratio;
@@ -53,7 +57,20 @@ ROOT = Path(__file__).resolve().parent.parent
 LARGE_TEX = ROOT / "fixtures" / "large" / "large.tex"
 LARGE_MD = ROOT / "fixtures" / "large" / "large.md"
 REAL_PAPER = ROOT / "fixtures" / "real" / "celerite" / "ms.tex"
-SECTIONS = ("startup", "parse", "corpus", "lsp", "editor", "review", "rewrite", "cache", "memory", "embedded")
+SECTIONS = (
+    "startup",
+    "parse",
+    "corpus",
+    "lsp",
+    "editor",
+    "review",
+    "prompts",
+    "pool",
+    "rewrite",
+    "cache",
+    "memory",
+    "embedded",
+)
 
 # Targets from the design (README, Performance): above them a figure is listed as a finding.
 PARSE_COLD_TARGET_MS = 300.0
@@ -355,6 +372,52 @@ def review_section(options: argparse.Namespace, report: Report) -> None:
         )
 
 
+def prompts_section(options: argparse.Namespace, report: Report) -> None:
+    import prompt_bench
+
+    result = asyncio.run(prompt_bench.run(options.review_paragraphs))
+    report.sections["prompts"] = result
+    report.problems.extend(f"prompts: {problem}" for problem in result["problems"])
+    for row in result["results"]:
+        report.add(
+            "prompts",
+            f"{row['pipeline']}, {row['paragraphs']} paragraphs",
+            row["prompt_tok_per_para"],
+            "prompt tokens/paragraph",
+            f"{row['requests_per_para']} requests/paragraph, {row['completion_tok_per_para']} completion "
+            f"tokens/paragraph; {row['prefix_reuse']:.0%} of prompt tokens in a prefix an earlier request had",
+        )
+        if row["pipeline"] == "review full" and row["prefix_reuse"] < prompt_bench.REUSE_TARGET:
+            report.findings.append(f"prompts: review full reuses {row['prefix_reuse']:.0%} (target 50%)")
+
+
+def pool_section(options: argparse.Namespace, report: Report) -> None:
+    import pool_bench
+
+    from margin.workflows.feedback.types import Mode
+
+    result = asyncio.run(
+        pool_bench.run(
+            [1, 2, 4], options.pool_paragraphs, Mode.FAST, options.pool_latency, options.pool_concurrency
+        )
+    )
+    report.sections["pool"] = result
+    report.problems.extend(f"pool: {problem}" for problem in result["problems"])
+    for row in result["results"]:
+        report.add(
+            "pool",
+            f"{row['replicas']} replica(s), {row['paragraphs']} paragraphs (fast)",
+            row["wall_s"],
+            "s",
+            f"{row['paragraphs_per_s']} paragraphs/s, {row['efficiency']:.2f} of linear; "
+            f"requests per replica {row['served_per_replica']}",
+        )
+        if row["replicas"] > 1 and row["efficiency"] < pool_bench.TARGET_EFFICIENCY:
+            report.findings.append(
+                f"pool: {row['replicas']} replicas scale at {row['efficiency']:.2f} of linear (target 0.85)"
+            )
+
+
 def rewrite_section(options: argparse.Namespace, report: Report) -> None:
     import rewrite_bench
     from stand_in import stand_in
@@ -453,6 +516,8 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Report], None]] = {
     "lsp": lsp_section,
     "editor": editor_section,
     "review": review_section,
+    "prompts": prompts_section,
+    "pool": pool_section,
     "rewrite": rewrite_section,
     "cache": cache_section,
     "memory": memory_section,
@@ -494,6 +559,7 @@ def _settings(options: argparse.Namespace) -> dict[str, Any]:
         "endpoint": options.endpoint,
         "review_paragraphs": options.review_paragraphs,
         "rewrite_paragraphs": options.rewrite_paragraphs,
+        "pool": [options.pool_paragraphs, options.pool_latency, options.pool_concurrency],
         "modes": options.modes,
         "cache_modes": options.cache_modes,
         "parse_edits": options.parse_edits,
@@ -579,6 +645,18 @@ def parser() -> argparse.ArgumentParser:
         "--review-paragraphs", type=int, default=8, help="paragraphs reviewed by review and cache (8)"
     )
     result.add_argument("--rewrite-paragraphs", type=int, default=4, help="paragraphs for the rewrites (4)")
+    result.add_argument(
+        "--pool-paragraphs", type=int, default=64, help="paragraphs for the pool section (64)"
+    )
+    result.add_argument(
+        "--pool-latency", type=float, default=0.5, help="seconds a replica takes a call in the pool section"
+    )
+    result.add_argument(
+        "--pool-concurrency",
+        type=int,
+        default=4,
+        help="requests each replica serves at once, pool section (4)",
+    )
     result.add_argument(
         "--modes",
         type=lambda text: _names(text, modes, "mode"),

@@ -59,7 +59,7 @@ class ModelClients:
         """The endpoints resolved so far, with their model and structured-output mode (no network)."""
         return [
             {
-                "url": endpoint.base_url,
+                "url": endpoint.label,
                 "model": client.config.default.model or (endpoint.models[0] if endpoint.models else None),
                 "mode": endpoint.mode.value if endpoint.mode else None,
             }

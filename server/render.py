@@ -148,6 +148,10 @@ def render_doctor(report: DoctorReport) -> str:
         if endpoint.error:
             lines.append(f"    not usable: {endpoint.error}")
             continue
+        if endpoint.silent_replicas:
+            lines.append(
+                f"    not answering: {', '.join(endpoint.silent_replicas)} (the other replicas take its requests)"
+            )
         lines.append(f"    model: {endpoint.model}  (listed: {', '.join(endpoint.models) or '-'})")
         lines.append(f"    structured output: {endpoint.structured_mode or 'not negotiated'}")
         if endpoint.round_trip_seconds is not None:

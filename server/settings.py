@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 # imports neither the pipelines nor the OpenAI client.
 from margin.workflows.feedback.options import ReviewOptions
 from margin.workflows.feedback.types import Mode
-from margin.workflows.llm.config import AUTO, EndpointConfig, LLMConfig, RoleRoute
+from margin.workflows.llm.config import AUTO, EndpointConfig, LLMConfig, RoleRoute, split_urls
 from margin.workflows.llm.types import StructuredMode
 from margin.workflows.registry import ROLES, SIMPLIFY_METHODS, SOMS
 from margin.workflows.rewrite.options import (
@@ -66,7 +66,9 @@ SECTION = "margin"
 class SettingSpec:
     key: str
     kind: (
-        str  # "boolean" | "number" | "integer" | "string" | "list" (of strings) | "object" (per-role routes)
+        # "boolean" | "number" | "integer" | "string" | "list" (of strings) | "object" (per-role routes)
+        # | "endpoint" (one URL, or a list of replicas' URLs)
+        str
     )
     default: Any
     description: str
@@ -104,6 +106,8 @@ class SettingSpec:
             return value, None
         elif self.kind == "list" and isinstance(value, list) and all(isinstance(item, str) for item in value):
             return list(value), None
+        elif self.kind == "endpoint" and _endpoint_problem(value) is None:
+            return (value if isinstance(value, str) else list(value)), None
         elif self.kind == "object" and isinstance(value, Mapping):
             routes, problem = _role_routes(value)
             if problem is None:
@@ -128,6 +132,8 @@ class SettingSpec:
             return "an object mapping agent roles to {endpoint, model, apiKeyEnv, temperature, topP, frequencyPenalty}"
         if self.kind == "list":
             return "a list of strings"
+        if self.kind == "endpoint":
+            return 'a URL, "auto", or a list of URLs (replicas of one model)'
         return "true or false" if self.kind == "boolean" else "a string"
 
 
@@ -137,6 +143,17 @@ _ROUTE_NUMBER_KEYS = {"temperature": (0.0, 2.0), "topP": (0.0, 1.0), "frequencyP
 _ROUTE_KEYS = (*_ROUTE_TEXT_KEYS, *_ROUTE_NUMBER_KEYS)
 
 
+def _endpoint_problem(value: Any) -> str | None:
+    """What is wrong with an endpoint setting: one string, or a non-empty list of URLs (no "auto" among them)."""
+    if isinstance(value, str):
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) and item for item in value):
+        return "must be a string or a non-empty list of URLs"
+    if AUTO in value:
+        return f'lists "{AUTO}" among replicas; a list names servers by URL'
+    return None
+
+
 def _role_routes(value: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], str | None]:
     routes: dict[str, dict[str, Any]] = {}
     for role, route in value.items():
@@ -144,8 +161,12 @@ def _role_routes(value: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], s
             return {}, f"unknown agent role {role!r} (known: {', '.join(ROLES)})"
         if not isinstance(route, Mapping) or any(key not in _ROUTE_KEYS for key in route):
             return {}, f"the route for {role!r} must be an object with some of {', '.join(_ROUTE_KEYS)}"
-        if any(not isinstance(route[key], str) for key in _ROUTE_TEXT_KEYS if key in route):
+        if any(
+            not isinstance(route[key], str) for key in _ROUTE_TEXT_KEYS if key in route and key != "endpoint"
+        ):
             return {}, f"the route for {role!r} must have string values for {', '.join(_ROUTE_TEXT_KEYS)}"
+        if "endpoint" in route and (problem := _endpoint_problem(route["endpoint"])) is not None:
+            return {}, f"the route for {role!r}: endpoint {problem}"
         for key, (low, high) in _ROUTE_NUMBER_KEYS.items():
             number = route.get(key)
             if key in route and (
@@ -466,10 +487,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec(
         "llm.endpoint",
-        "string",
+        "endpoint",
         AUTO,
         'OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, OpenAI...). "auto": a vLLM server at '
-        "http://localhost:8000/v1 if one answers, else the embedded small model if installed.",
+        "http://localhost:8000/v1 if one answers, else the embedded small model if installed. A list of URLs "
+        "is a pool of replicas of one model: each request goes to the least-loaded healthy one.",
         user_only=True,
     ),
     SettingSpec(
@@ -540,7 +562,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "object",
         {},
         'Per-role routing, e.g. {"reader": {"endpoint": "http://localhost:8001/v1", "model": "small"}}; '
-        "roles not named use the default endpoint and model. A route may also set the role's temperature, topP "
+        "a route's endpoint may also be a list of replicas' URLs; roles not named use the default endpoint and model. A route may also set the role's temperature, topP "
         "and frequencyPenalty, over its pipeline's defaults (JRE-L: topP 0.4, frequencyPenalty 1; AgentSimp: "
         "temperature 0.6, as in the papers).",
         user_only=True,
@@ -744,8 +766,10 @@ class Settings:
     def llm_config(self) -> LLMConfig:
         """The LLM layer's configuration from these settings."""
         llm, cache = self.llm, self.cache
+        base_url, replicas = split_urls(llm.endpoint or AUTO)
         default = EndpointConfig(
-            base_url=llm.endpoint or AUTO,
+            base_url=base_url or AUTO,
+            replicas=replicas,
             api_key_env=llm.api_key_env or None,
             model=llm.model or None,
             temperature=llm.temperature,
@@ -757,7 +781,8 @@ class Settings:
         )
         roles = {
             role: RoleRoute(
-                base_url=route.get("endpoint") or None,
+                base_url=split_urls(route.get("endpoint") or "")[0] or None,
+                replicas=split_urls(route.get("endpoint") or "")[1],
                 model=route.get("model") or None,
                 api_key_env=route.get("apiKeyEnv") or None,
                 temperature=route.get("temperature"),
@@ -849,6 +874,7 @@ _VSCODE_TYPES = {
     "string": "string",
     "list": "array",
     "object": "object",
+    "endpoint": ["string", "array"],
 }
 
 
@@ -870,13 +896,14 @@ def vscode_configuration() -> dict[str, dict[str, Any]]:
             schema["minimum"] = spec.minimum
         if spec.maximum is not None:
             schema["maximum"] = spec.maximum
-        if spec.kind == "list":
+        if spec.kind in ("list", "endpoint"):
             schema["items"] = {"type": "string"}
         if spec.kind == "object":
             schema["additionalProperties"] = {
                 "type": "object",
                 "properties": {
                     **{key: {"type": "string"} for key in _ROUTE_TEXT_KEYS},
+                    "endpoint": {"type": ["string", "array"], "items": {"type": "string"}},
                     **{
                         key: {"type": "number", "minimum": low, "maximum": high}
                         for key, (low, high) in _ROUTE_NUMBER_KEYS.items()
@@ -940,6 +967,7 @@ _PYTHON_TYPES = {
     "string": "str",
     "list": "list[str]",
     "object": "dict[str, dict[str, Any]]",
+    "endpoint": "str | list[str]",
 }
 _CONVERSIONS = {"boolean": "bool", "number": "float", "integer": "int"}  # as the untyped accessors read them
 _PREFIXES = {"llm": "LLM"}

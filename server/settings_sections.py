@@ -169,7 +169,7 @@ class ServerSettings:
 class LLMSettings:
     """margin.llm.*"""
 
-    endpoint: str  # margin.llm.endpoint
+    endpoint: str | list[str]  # margin.llm.endpoint
     api_key_env: str  # margin.llm.apiKeyEnv
     model: str  # margin.llm.model
     temperature: float  # margin.llm.temperature

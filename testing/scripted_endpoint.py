@@ -63,6 +63,18 @@ class RecordedRequest:
         return "\n".join(str(message.get("content", "")) for message in messages)
 
     @property
+    def n(self) -> int:
+        """Choices asked for (`n`), 1 when absent."""
+        value = self.body.get("n")
+        return value if isinstance(value, int) and value > 0 else 1
+
+    @property
+    def priority(self) -> int | None:
+        """vLLM's per-request priority, None when absent."""
+        value = self.body.get("priority")
+        return value if isinstance(value, int) else None
+
+    @property
     def response_format(self) -> str | None:
         value = self.body.get("response_format")
         return value.get("type") if isinstance(value, dict) else None
@@ -109,6 +121,12 @@ class ScriptedEndpoint:
     max_concurrency: int | None = None
     accepted_formats: tuple[str, ...] = ("json_schema", "json_object", "text")
     rejected_format_status: int = 400
+    # `n` > 1: True answers with n choices (each the matching rule's next reply), False refuses it with HTTP 400,
+    # None ignores it and answers with one choice (as llama.cpp's server does).
+    accepts_n: bool | None = True
+    # False: a request with a priority other than 0 is refused with HTTP 400, as vLLM refuses it when not
+    # started with --scheduling-policy priority.
+    accepts_priority: bool = True
     requests: list[RecordedRequest] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -288,6 +306,10 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
             return
+        refusal = _refusal(owner, request)
+        if refusal is not None:
+            self._send_json(400, {"error": {"message": refusal, "type": "BadRequestError"}})
+            return
         reply = owner._reply_for(request)
         if owner.latency or reply.delay:
             owner._wait(owner.latency + reply.delay)
@@ -310,7 +332,8 @@ class _Handler(BaseHTTPRequestHandler):
         if request.body.get("stream") or reply.stream:
             self._stream(request, reply)
             return
-        payload = _completion(request, reply)
+        more = [owner._reply_for(request) for _ in range(request.n - 1)] if owner.accepts_n else []
+        payload = _completion(request, reply, more)
         if reply.trickle:
             self._trickle(json.dumps(payload).encode(), reply.trickle)
         else:
@@ -385,19 +408,34 @@ def _usage(request: RecordedRequest, text: str) -> dict[str, int]:
     }
 
 
-def _completion(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
-    text = reply.text()
+def _refusal(owner: ScriptedEndpoint, request: RecordedRequest) -> str | None:
+    """Why the request's options are refused (HTTP 400), if they are."""
+    if request.n > 1 and owner.accepts_n is False:
+        return "n > 1 is not supported by this server"
+    if not owner.accepts_priority and request.priority:
+        return f"Got priority {request.priority} but Priority scheduling is not enabled."
+    return None
+
+
+def _completion(request: RecordedRequest, reply: Reply, more: Sequence[Reply] = ()) -> dict[str, Any]:
+    """A chat completion: the reply, and further choices for a request with `n` (the prompt counted once)."""
+    replies = [reply, *more]
+    texts = [answer.text() for answer in replies]
+    usage = _usage(request, texts[0])
+    usage["completion_tokens"] = sum(len(text.split()) for text in texts)
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     return {
-        "id": f"scripted-{len(text)}",
+        "id": f"scripted-{len(texts[0])}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.body.get("model") or "scripted-model",
         "choices": [
             {
-                "index": 0,
+                "index": index,
                 "message": {"role": "assistant", "content": text},
-                "finish_reason": reply.finish_reason,
+                "finish_reason": answer.finish_reason,
             }
+            for index, (answer, text) in enumerate(zip(replies, texts, strict=True))
         ],
-        "usage": _usage(request, text),
+        "usage": usage,
     }

@@ -14,8 +14,9 @@ import pytest
 
 from margin.server.settings import parse_settings
 from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule
+from margin.workflows.feedback.agents import REVIEW_SCHEMA
 from margin.workflows.feedback.literature import Literature
-from margin.workflows.feedback.pipeline import ReviewContext, ReviewOptions, review_paragraph
+from margin.workflows.feedback.pipeline import ReviewContext, ReviewOptions, review_paragraph, reviewable
 from margin.workflows.feedback.quotes import quote_spans
 from margin.workflows.feedback.types import Mode, WeaknessType
 from margin.workflows.llm.types import StructuredMode
@@ -213,3 +214,23 @@ def test_the_planner_names_the_five_aspects_and_asks_for_the_json_steps() -> Non
     for aspect in ("replicability", "originality", "soundness", "meaningful comparison", "substance"):
         assert aspect in planner
     assert "numbered steps" not in planner and '"steps"' in planner
+
+
+async def test_the_review_agents_system_prompts_do_not_depend_on_the_paragraph(
+    scripted: ScriptedFactory, llm_clients: ClientFactory, tmp_path: Path, paper: Manuscript
+) -> None:
+    """vLLM's prefix cache reuses what requests share from their first byte: every agent's system prompt (its
+    instructions, examples and answer format) must be the same bytes for every paragraph, with the paragraph
+    only in the user message. The reviewer's decoder schema lists the paragraph's clauses: it goes to the
+    decoder, not into the prompt."""
+    endpoint = without_nagle(scripted(Rule(role="reviewer", replies=[review_reply(finding_json("x"))])))
+    client = llm_clients(feedback_llm_config(endpoint, tmp_path, structured_mode=StructuredMode.JSON_SCHEMA))
+    options = ReviewOptions(mode=Mode.SINGLE)
+    context = await ReviewContext.build(paper)
+    first, second = [paragraph for paragraph in paper.paragraphs if reviewable(paragraph, options)][:2]
+    for paragraph in (first, second):
+        await review_paragraph(paragraph, context, client, options)
+    one, two = (request.body["messages"] for request in endpoint.calls("reviewer")[:2])
+    assert one[0]["content"] == two[0]["content"]
+    assert first.text not in one[0]["content"] and quote_spans(first.text)[0] not in one[0]["content"]
+    assert endpoint.calls("reviewer")[0].body["response_format"]["json_schema"]["schema"] != REVIEW_SCHEMA

@@ -27,9 +27,11 @@ from margin.workflows.feedback.pipeline import (
     review_manuscript,
     review_paragraph,
 )
-from margin.workflows.feedback.plans import LITERATURE, PAPER, REVIEW, Plan
+from margin.workflows.feedback.plans import LITERATURE, PAPER, REVIEW, HeuristicPlanScorer, Plan, PlanScore
 from margin.workflows.feedback.retrieval import manuscript_passages
 from margin.workflows.feedback.types import Mode, ParagraphReview, Source, WeaknessType
+from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.types import StructuredMode
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 from margin.workflows.prompts import fence
 
@@ -71,7 +73,6 @@ UNKNOWN_ACTIONS_PLAN: list[dict[str, str]] = [
     {"action": "ponder", "question": "Which dense bi-encoders are compared with sparse retrievers?"},
     {"action": REVIEW, "question": ""},
 ]
-CANDIDATE = re.compile(r"Write candidate plan (\d+) of (\d+)\.")
 STEP_ONE = re.compile(r"Remaining planned steps:\n1\. \[(?P<action>[^\]]*)\] (?P<question>[^\n]*)")
 QUESTION = re.compile(r"\nQuestion: (?P<question>.*)\Z", re.S)
 
@@ -79,18 +80,24 @@ QUESTION = re.compile(r"\nQuestion: (?P<question>.*)\Z", re.S)
 # -- scripted agents ---------------------------------------------------------------------------------------------
 
 
-def candidate_of(request: RecordedRequest) -> int:
-    found = CANDIDATE.search(final_user_message(request))
-    assert found is not None, final_user_message(request)
-    return int(found.group(1))
+def in_order(*replies: Reply) -> Callable[[RecordedRequest], Reply]:
+    """A planner whose answers (one per choice: a request with `n` asks for several) are these, in the order
+    it writes them, the last repeating."""
+    written = itertools.count()
+
+    def respond(request: RecordedRequest) -> Reply:
+        return replies[min(next(written), len(replies) - 1)]
+
+    return respond
 
 
-def three_candidates(request: RecordedRequest) -> Reply:
-    """Candidates 1 and 3 are poor, candidate 2 is good; a lone candidate is the good plan."""
-    if "of 1." in final_user_message(request):
-        return Reply(json={"steps": GOOD_PLAN})
-    plans = {1: GENERIC_PLAN, 2: GOOD_PLAN, 3: UNKNOWN_ACTIONS_PLAN}
-    return Reply(json={"steps": plans[candidate_of(request)]})
+def plans_in_order(*plans: list[dict[str, str]]) -> Callable[[RecordedRequest], Reply]:
+    return in_order(*(Reply(json={"steps": plan}) for plan in plans))
+
+
+def three_candidates() -> Callable[[RecordedRequest], Reply]:
+    """The good plan first (a lone candidate is the good plan), then two poor ones."""
+    return plans_in_order(GOOD_PLAN, GENERIC_PLAN, UNKNOWN_ACTIONS_PLAN)
 
 
 def step_one(request: RecordedRequest) -> tuple[str, str]:
@@ -120,7 +127,7 @@ def answering(request: RecordedRequest) -> Reply:
 
 
 def agents(
-    planner: Callable[[RecordedRequest], Reply] = three_candidates,
+    planner: Callable[[RecordedRequest], Reply] | None = None,
     controller: Callable[[RecordedRequest], Reply] = as_planned,
     investigator: Callable[[RecordedRequest], Reply] = answering,
     reviewer: Reply | Callable[[RecordedRequest], Reply] | None = None,
@@ -131,7 +138,7 @@ def agents(
         else Rule(role="reviewer", replies=[reviewer or review_reply(finding_json(GOOD_QUOTE))])
     )
     return [
-        Rule(role="planner", respond=planner),
+        Rule(role="planner", respond=planner or three_candidates()),
         Rule(role="controller", respond=controller),
         Rule(role="investigator", respond=investigator),
         reviewer_rule,
@@ -170,10 +177,29 @@ class Harness:
         rules: list[Rule],
         paragraph: Paragraph,
         context: ReviewContext,
+        structured_mode: StructuredMode = StructuredMode.AUTO,
         **options: Any,
     ) -> ParagraphReview:
-        self.endpoint = without_nagle(self.scripted(*rules))
-        client = self.llm_clients(feedback_llm_config(self.endpoint, self.tmp_path))
+        client = await self.client(rules, structured_mode=structured_mode)
+        return await self.review_with(client, paragraph, context, **options)
+
+    async def client(
+        self,
+        rules: list[Rule],
+        structured_mode: StructuredMode = StructuredMode.AUTO,
+        cache_enabled: bool = True,
+        **endpoint: Any,
+    ) -> LLMClient:
+        """A client for a new scripted endpoint (`endpoint`: its options, e.g. accepts_n)."""
+        self.endpoint = without_nagle(self.scripted(*rules, **endpoint))
+        config = feedback_llm_config(
+            self.endpoint, self.tmp_path, structured_mode=structured_mode, cache_enabled=cache_enabled
+        )
+        return self.llm_clients(config)
+
+    async def review_with(
+        self, client: LLMClient, paragraph: Paragraph, context: ReviewContext, **options: Any
+    ) -> ParagraphReview:
         return await review_paragraph(paragraph, context, client, ReviewOptions(**options))
 
     def requests(self, role: str | None = None) -> list[RecordedRequest]:
@@ -206,8 +232,8 @@ async def test_full_mode_role_order_planners_then_controller_before_each_investi
 ) -> None:
     result = await harness.review(agents(), target, paper_context, mode=Mode.FULL, candidates=3)
 
+    # The first plan settles the structured-output mode; the other two come in one request with n=2.
     assert harness.roles() == [
-        "planner",
         "planner",
         "planner",
         "controller",
@@ -218,55 +244,83 @@ async def test_full_mode_role_order_planners_then_controller_before_each_investi
         "investigator",
         "reviewer",
     ]
+    assert [request.n for request in harness.requests("planner")] == [1, 2]
     ordered = harness.requests()
-    for earlier, later in itertools.pairwise(ordered[3:]):
+    for earlier, later in itertools.pairwise(ordered[2:]):
         assert earlier.started < later.started, "after planning, the steps run one after another"
-    assert sorted(candidate_of(request) for request in harness.requests("planner")) == [1, 2, 3]
     assert result.failures == []
     assert [finding.quote for finding in result.findings] == [GOOD_QUOTE]
 
 
-async def test_full_mode_calls_the_planner_candidates_times_concurrently(
+async def test_once_the_mode_is_known_the_candidate_plans_are_one_request_with_n(
     harness: Harness, target: Paragraph, paper_context: ReviewContext
 ) -> None:
-    def slow_candidates(request: RecordedRequest) -> Reply:
-        reply = three_candidates(request)
-        reply.delay = 0.3
-        return reply
-
-    await harness.review(agents(planner=slow_candidates), target, paper_context, candidates=3)
-
-    planners = harness.requests("planner")
-    assert len(planners) == 3
-    assert max(request.started for request in planners) < min(request.finished for request in planners), (
-        "all candidate plans are requested before any of them is answered"
+    await harness.review(
+        agents(), target, paper_context, candidates=3, structured_mode=StructuredMode.JSON_SCHEMA
     )
+    (planner,) = harness.requests("planner")
+    assert planner.n == 3 and planner.body.get("temperature") == 0.7  # samples that differ
     first_controller = harness.requests("controller")[0]
-    assert first_controller.started >= max(request.started for request in planners) + 0.25, (
-        "the controller comes after every candidate plan is answered"
+    assert first_controller.started >= planner.finished - 0.01, "the controller comes after the plans"
+
+
+async def test_an_endpoint_that_refuses_n_is_asked_once_per_plan_and_that_is_remembered(
+    harness: Harness, target: Paragraph, paper_context: ReviewContext
+) -> None:
+    client = await harness.client(
+        agents(), accepts_n=False, structured_mode=StructuredMode.JSON_SCHEMA, cache_enabled=False
     )
+    await harness.review_with(client, target, paper_context, candidates=3)
+    assert [request.n for request in harness.requests("planner")] == [3, 1, 1, 1]  # refused, then one each
+    await harness.review_with(client, target, paper_context, candidates=3)
+    assert [request.n for request in harness.requests("planner")][4:] == [1, 1, 1]  # not tried again
+
+
+async def test_an_endpoint_that_ignores_n_gets_the_missing_plans_asked_for(
+    harness: Harness, target: Paragraph, paper_context: ReviewContext
+) -> None:
+    client = await harness.client(
+        agents(), accepts_n=None, structured_mode=StructuredMode.JSON_SCHEMA, cache_enabled=False
+    )
+    result = await harness.review_with(client, target, paper_context, candidates=3)
+    # One choice came back for n=3: the two missing plans are asked for one by one, and n is not sent again.
+    assert [request.n for request in harness.requests("planner")] == [3, 1, 1]
+    expected = [step["question"] for step in GOOD_PLAN if step["action"] != REVIEW]
+    assert harness.asked() == expected and result.failures == []
 
 
 @pytest.mark.parametrize("candidates", [1, 5])
-async def test_the_planner_is_asked_exactly_candidates_times(
+async def test_the_planner_writes_exactly_candidates_plans(
     harness: Harness, target: Paragraph, paper_context: ReviewContext, candidates: int
 ) -> None:
+    scored: list[int] = []
+
+    class CountingScorer(HeuristicPlanScorer):
+        def score(self, paragraph: str, plan: Plan) -> PlanScore:
+            scored.append(1)
+            return super().score(paragraph, plan)
+
     await harness.review(
         agents(planner=lambda request: Reply(json={"steps": GOOD_PLAN})),
         target,
         paper_context,
         candidates=candidates,
+        scorer=CountingScorer(),
     )
     planners = harness.requests("planner")
-    assert len(planners) == candidates
-    assert {candidate_of(request) for request in planners} == set(range(1, candidates + 1))
-    assert all(f"of {candidates}." in final_user_message(request) for request in planners)
+    assert sum(request.n for request in planners) == candidates == len(scored)
+    assert len(planners) == min(candidates, 2)  # one to settle the mode, then one request for the rest
 
 
 async def test_the_best_scoring_candidate_plan_is_the_one_executed(
     harness: Harness, target: Paragraph, paper_context: ReviewContext
 ) -> None:
-    result = await harness.review(agents(), target, paper_context, candidates=3)
+    result = await harness.review(
+        agents(planner=plans_in_order(GENERIC_PLAN, GOOD_PLAN, UNKNOWN_ACTIONS_PLAN)),
+        target,
+        paper_context,
+        candidates=3,
+    )
 
     expected = [step["question"] for step in GOOD_PLAN if step["action"] != REVIEW]
     assert harness.asked() == expected
@@ -278,10 +332,7 @@ async def test_the_best_scoring_candidate_plan_is_the_one_executed(
 async def test_the_best_plan_wins_whichever_candidate_number_it_has(
     harness: Harness, target: Paragraph, paper_context: ReviewContext
 ) -> None:
-    def good_last(request: RecordedRequest) -> Reply:
-        plans = {1: UNKNOWN_ACTIONS_PLAN, 2: GENERIC_PLAN, 3: GOOD_PLAN}
-        return Reply(json={"steps": plans[candidate_of(request)]})
-
+    good_last = plans_in_order(UNKNOWN_ACTIONS_PLAN, GENERIC_PLAN, GOOD_PLAN)
     await harness.review(agents(planner=good_last), target, paper_context, candidates=3)
     expected = [step["question"] for step in GOOD_PLAN if step["action"] != REVIEW]
     assert harness.asked() == expected
@@ -292,10 +343,10 @@ async def test_a_plan_judge_is_asked_after_the_planners_and_its_ratings_count(
 ) -> None:
     # Two executable candidates; the judge strongly prefers the generic one, which then wins (heuristics and
     # judge weigh equally), proving the ratings are used.
-    def two_candidates(request: RecordedRequest) -> Reply:
-        return Reply(json={"steps": {1: GOOD_PLAN, 2: GENERIC_PLAN}[candidate_of(request)]})
-
-    rules = [Rule(role="judge", replies=[Reply(json={"ratings": [0, 10]})]), *agents(planner=two_candidates)]
+    rules = [
+        Rule(role="judge", replies=[Reply(json={"ratings": [0, 10]})]),
+        *agents(planner=plans_in_order(GOOD_PLAN, GENERIC_PLAN)),
+    ]
     await harness.review(rules, target, paper_context, candidates=2, judge=True)
 
     assert harness.roles()[:3] == ["planner", "planner", "judge"]
@@ -750,7 +801,8 @@ async def test_invalid_planner_json_is_a_typed_failure_after_one_repair_per_cand
     result = await harness.review(
         agents(planner=lambda request: Reply(content="{not json")), target, paper_context, candidates=3
     )
-    assert len(harness.requests("planner")) == 6  # each candidate: the answer and one repair request
+    # The first plan and its repair; then one request with n=2 and a repair for each of its two plans.
+    assert [request.n for request in harness.requests("planner")] == [1, 1, 2, 1, 1]
     planner_failures = [f for f in result.failures if f.startswith("planner: invalid_output")]
     assert len(planner_failures) == 3
     assert len(result.findings) == 1
@@ -759,11 +811,7 @@ async def test_invalid_planner_json_is_a_typed_failure_after_one_repair_per_cand
 async def test_one_failing_candidate_does_not_stop_the_others(
     harness: Harness, target: Paragraph, paper_context: ReviewContext
 ) -> None:
-    def first_fails(request: RecordedRequest) -> Reply:
-        if candidate_of(request) == 1:
-            return Reply(status=503, error_message="overloaded")
-        return Reply(json={"steps": GOOD_PLAN})
-
+    first_fails = in_order(Reply(status=503, error_message="overloaded"), Reply(json={"steps": GOOD_PLAN}))
     result = await harness.review(agents(planner=first_fails), target, paper_context, candidates=3)
     assert [f.split(":")[:2] for f in result.failures] == [["planner", " server_error"]]
     assert len(harness.requests("investigator")) == 3
@@ -853,8 +901,8 @@ async def test_a_dead_endpoint_in_full_mode_is_recorded_never_raised(
     client = llm_clients(llm_config(dead_url, tmp_path / "cache.sqlite3", retries=0, model="m"))
     result = await review_paragraph(target, paper_context, client, ReviewOptions(candidates=2))
     assert result.findings == []
-    assert result.failures[:2] == [result.failures[0]] * 2
-    assert result.failures[0].startswith("planner: unavailable")
+    # The candidate plans are one call: nothing answers, so it fails once, not once per candidate.
+    assert result.failures[0].startswith("planner: unavailable") and len(result.failures) == 3
     assert "planner: no usable plan; reviewing with the paragraph alone" in result.failures
     assert result.failures[-1].startswith("reviewer: unavailable")
 

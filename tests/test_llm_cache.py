@@ -163,7 +163,7 @@ async def test_stored_row_that_no_longer_validates_is_not_served_and_is_replaced
     request = ask(schema=STRICTER_SCHEMA)
     config = client.config.default
     parameters = {"temperature": config.temperature, "top_p": config.top_p, "max_tokens": config.max_tokens}
-    key = cache_key("scripted-model", request.role, _with_schema(request), parameters, request.schema)
+    key = cache_key("scripted-model", request.role, _with_schema(request, None), parameters, request.schema)
     assert client.cache is not None
     client.cache.put(
         key, {"text": '{"verdict": "minor"}', "finish_reason": "stop", "model": "scripted-model"}

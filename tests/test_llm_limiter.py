@@ -176,7 +176,8 @@ async def test_one_limiter_per_endpoint_caps_requests_in_flight(
     assert len(endpoint.calls()) == 12
     assert elapsed >= 4 * 0.2 * 0.95  # four waves of three
     (pooled,) = client.pool.endpoints()
-    assert pooled.limiter.active == 0 and pooled.limiter.queued == 0
+    (server,) = pooled.members
+    assert server.limiter.active == 0 and server.limiter.queued == 0
 
 
 async def test_roles_routed_to_the_same_endpoint_share_its_limiter(

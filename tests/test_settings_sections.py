@@ -42,6 +42,8 @@ from margin.workflows.rewrite.options import (
 from conftest import REPO
 
 _TYPES = {"boolean": bool, "number": float, "integer": int, "string": str, "list": list, "object": dict}
+# The endpoint is one URL (a str, as its default) or a pool's list: the changed value is the list.
+_ENDPOINT_TYPES = {"defaults": str, "changed": list}
 
 
 def _other_value(spec: SettingSpec) -> Any:
@@ -57,6 +59,8 @@ def _other_value(spec: SettingSpec) -> Any:
         return ["/tmp/margin-folder", "relative/folder"]
     if spec.kind == "object":
         return {"reader": {"endpoint": "http://localhost:8001/v1", "model": "small", "topP": 0.5}}
+    if spec.kind == "endpoint":
+        return ["http://gpu-a:8000/v1", "http://gpu-b:8000/v1"]
     return "http://localhost:9999/search" if spec.key == "review.webSearchUrl" else "something-else"
 
 
@@ -133,7 +137,8 @@ def test_typed_attributes_have_the_values(which: str, changed: Settings) -> None
         section, name = ATTRIBUTES[spec.key]
         typed = getattr(getattr(settings, section), name)
         assert typed == settings.values[spec.key] == settings[spec.key], spec.key
-        assert type(typed) is _TYPES[spec.kind], spec.key
+        expected = _ENDPOINT_TYPES[which] if spec.kind == "endpoint" else _TYPES[spec.kind]
+        assert type(typed) is expected, spec.key
         assert spec.choices is None or typed in spec.choices, spec.key
 
 

@@ -51,7 +51,7 @@ def check_out_folder(folder: Path) -> None:
             )
 
 
-def _kept_store(folder: Path, key: str) -> ResultStore:
+def kept_store(folder: Path, key: str) -> ResultStore:
     """The run's predictions.jsonl, appended safely (output.append_line: never through a link). An append that
     fails (the disk filled up meanwhile) does not end the run: the record stays in memory (`write_error`) and
     every prediction is saved elsewhere at the end."""
@@ -153,7 +153,7 @@ async def run_eval(arguments: argparse.Namespace, settings: Settings) -> int:
     )
     with output_checks():
         check_out_folder(folder)
-    store = _kept_store(folder, runner.run_key(method, config, options))
+    store = kept_store(folder, runner.run_key(method, config, options))
     if store.other_settings:
         print(
             f"margin: {store.other_settings} earlier prediction(s) in {store.path} came from other settings or "

@@ -56,7 +56,11 @@ Commands = argparse._SubParsersAction  # type: ignore[type-arg]
 def _llm_options(command: argparse.ArgumentParser) -> None:
     group = command.add_argument_group("models")
     group.add_argument("--settings", type=Path, help="JSON file with margin settings (the editor's keys)")
-    group.add_argument("--endpoint", help='OpenAI-compatible base URL, or "auto"')
+    group.add_argument(
+        "--endpoint",
+        action="append",
+        help='OpenAI-compatible base URL, or "auto"; repeat it for the replicas of a pool',
+    )
     group.add_argument("--model", help="model name (default: the first the endpoint lists)")
     group.add_argument("--no-cache", action="store_true", help="neither read nor write the model cache")
 
@@ -80,7 +84,19 @@ def _review(commands: Commands) -> None:
         "files", nargs="+", type=Path, metavar="FILE", help=".tex/.md file or content/ folder"
     )
     review.add_argument("--mode", choices=("full", "fast", "single"), default=None)
-    review.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    review.add_argument(
+        "--format",
+        choices=("text", "json", "sarif", "jsonl"),
+        default="text",
+        help="jsonl: one line per finding, printed as its paragraph's review ends",
+    )
+    review.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the run's store (predictions.jsonl, as margin eval): a second run with the same "
+        "folder reviews only the paragraphs not reviewed yet",
+    )
     review.add_argument("--stats", action="store_true", help="print calls, tokens, cache hits and time")
     review.add_argument("--literature", type=Path, action="append", default=[], help="folder of PDFs to read")
     _llm_options(review)

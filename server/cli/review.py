@@ -4,27 +4,54 @@ editor uses (margin.server.application.review): the same literature, the same re
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
+import hashlib
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from margin.workflows.feedback.options import ReviewOptions
 from margin.workflows.feedback.types import Mode, ParagraphReview
 from margin.workflows.llm.client import LLMClient
 from margin.workflows.manuscript.boundary import ALLOW_SETTING, ReadBoundary, project_folder
 from margin.workflows.manuscript.discovery import load_paths
-from margin.workflows.manuscript.model import Manuscript
+from margin.workflows.manuscript.model import Manuscript, Paragraph
+from margin.workflows.rewrite.output import OutputProblem, check_folder
 
-from ..application.review import Reviews, follow, gather_literature, literature_folders
+from ..application.review import Reviews, ReviewTask, follow, gather_literature, literature_folders
 from ..reading import command_line_boundary, command_line_loader
 from ..render import relative_file
 from ..sarif import sarif_log
 from ..settings import Settings
 from . import exit_status
+from .eval import PREDICTIONS, kept_store
 from .output import print_or_keep
 from .progress import TerminalProgress
 from .shared import settings_for, with_models
+from .usage import UsageError
+
+if TYPE_CHECKING:
+    from margin.workflows.evaluation.runner import ResultStore
+
+
+def review_run_key(llm: LLMClient, options: ReviewOptions) -> str:
+    """What decides a paragraph's findings: a store's paragraphs count as done only under the same key."""
+    reviewer = llm.config.endpoint_for("reviewer")
+    described = {
+        "mode": options.mode.value,
+        "model": reviewer.model,
+        "endpoint": reviewer.base_url,  # a pool's first replica: its replicas serve the same model
+        "temperature": reviewer.temperature,
+        "max_findings": options.max_findings,
+        "candidates": options.candidates,
+        "max_questions": options.max_questions,
+        "passages": options.passages,
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run(arguments: argparse.Namespace) -> int:
@@ -102,16 +129,87 @@ class CommandLineLiterature:
         return folders.readable
 
 
-async def review_paragraphs(
-    manuscript: Manuscript, reviews: Reviews, progress: TerminalProgress
-) -> list[ParagraphReview]:
-    """Every reviewable paragraph's review, in paragraph order. A review that raised is a bug: the other reviews
-    are cancelled and the error is raised."""
-    tasks = [reviews.start(paragraph) for paragraph in reviews.reviewable(manuscript.paragraphs)]
+@dataclass
+class Pile:
+    """The manuscripts of one run, reviewed together: what each paragraph's review found, streamed and stored as
+    it ends, and how each ended."""
+
+    manuscripts: list[tuple[Path, Manuscript]]
+    store: ResultStore | None  # --out: the paragraphs finished, kept across runs
+    stream: bool  # --format jsonl: each finding printed as its paragraph's review ends
+    findings: dict[tuple[int, str], list[dict[str, Any]]] = field(default_factory=dict)
+    completed: dict[tuple[int, str], bool] = field(default_factory=dict)  # the reviewer answered
+    resumed: int = 0
+    write_error: OSError | None = None
+
+    def record_id(self, paragraph: Paragraph) -> str:
+        """A paragraph in the store: its file, its id, and its text (an edited paragraph is reviewed again)."""
+        digest = hashlib.sha256(paragraph.text.encode()).hexdigest()[:16]
+        return f"{relative_file(paragraph.file)}#{paragraph.id}#{digest}"
+
+    def emit(self, records: list[dict[str, Any]]) -> None:
+        if not self.stream or self.write_error is not None:
+            return
+        try:
+            for record in records:
+                sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        except OSError as error:  # a closed pipe or a full disk: everything is kept at the end instead
+            self.write_error = error
+
+    def resume(self, number: int, paragraph: Paragraph) -> bool:
+        """Take a paragraph's findings from the store when an earlier run reviewed it as it reads now."""
+        stored = self.store.records.get(self.record_id(paragraph)) if self.store is not None else None
+        if stored is None or stored.get("status") != "reviewed":
+            return False  # never reviewed, edited since, or its calls failed: reviewed now
+        self.finish(number, paragraph, list(stored.get("findings") or []), True)
+        self.resumed += 1
+        return True
+
+    def finish(
+        self, number: int, paragraph: Paragraph, records: list[dict[str, Any]], completed: bool
+    ) -> None:
+        self.findings[(number, paragraph.id)] = records
+        self.completed[(number, paragraph.id)] = completed
+        self.emit(records)
+
+    def ended(self, number: int, paragraph: Paragraph, task: ReviewTask) -> None:
+        """A review's end: its findings streamed and stored (a failed review is stored as failed: retried)."""
+        if task.cancelled() or task.exception() is not None:
+            return  # cancelled with the run, or a bug that follow raises
+        review = task.result()
+        records = finding_records(self.manuscripts[number][1], [review]) if review.completed else []
+        self.finish(number, paragraph, records, review.completed)
+        if self.store is not None:
+            status = "reviewed" if review.completed else "failed"
+            self.store.add({"id": self.record_id(paragraph), "status": status, "findings": records})
+
+    def records(self, prepared: list[Reviews]) -> list[dict[str, Any]]:
+        """Every finding, by manuscript in the order given, then by paragraph."""
+        return [
+            record
+            for number, ((_, manuscript), reviews) in enumerate(zip(self.manuscripts, prepared, strict=True))
+            for paragraph in reviews.reviewable(manuscript.paragraphs)
+            for record in self.findings.get((number, paragraph.id), [])
+        ]
+
+
+async def review_pile(pile: Pile, prepared: list[Reviews], progress: TerminalProgress) -> None:
+    """Every reviewable paragraph of every manuscript reviewed concurrently (the LLM layer's limits bound the
+    requests in flight, across a pool's replicas), except those the store holds. A review that raised is a bug:
+    the others are cancelled and the error is raised."""
+    tasks: list[ReviewTask] = []
+    for number, ((_, manuscript), reviews) in enumerate(zip(pile.manuscripts, prepared, strict=True)):
+        for paragraph in reviews.reviewable(manuscript.paragraphs):
+            if pile.resume(number, paragraph):
+                continue
+            task = reviews.start(paragraph)
+            task.add_done_callback(functools.partial(pile.ended, number, paragraph))
+            tasks.append(task)
     followed = await follow(tasks, progress, stop_on_error=True)
+    await asyncio.sleep(0)  # the done callbacks of the last reviews run before the results are read
     if followed.errors:
         raise followed.errors[0]
-    return [result for result in followed.results if result is not None]
 
 
 async def review(arguments: argparse.Namespace, settings: Settings) -> int:
@@ -124,9 +222,17 @@ async def review(arguments: argparse.Namespace, settings: Settings) -> int:
     options = settings.review_options(await llm.pool.kind_of(llm.config.default))
     if arguments.mode:
         options.mode = Mode(arguments.mode)
-    records: list[dict[str, Any]] = []
-    reviewed = unreviewed = 0
     status = exit_status.OK
+    store = None
+    if arguments.out is not None:
+        try:
+            check_folder(arguments.out, create=True)
+            predictions = arguments.out / PREDICTIONS
+            if predictions.is_symlink() or (predictions.exists() and not predictions.is_file()):
+                raise OutputProblem(f"{predictions} is not a file of margin's; choose another --out")
+            store = kept_store(arguments.out, review_run_key(llm, options))
+        except (OutputProblem, OSError) as error:
+            raise UsageError(f"--out {arguments.out}: {error}") from error
     try:
         with llm.measure() as usage:
             loaded = load_paths(loader, arguments.files)
@@ -134,18 +240,47 @@ async def review(arguments: argparse.Namespace, settings: Settings) -> int:
                 print(f"margin: {message}", file=sys.stderr)
             if loaded.errors:
                 status = exit_status.UNREADABLE
-            for path, manuscript in loaded.manuscripts:
+            pile = Pile(list(loaded.manuscripts), store, arguments.format == "jsonl")
+
+            async def prepare(path: Path, manuscript: Manuscript) -> Reviews:
                 gathered = await gather_literature(manuscript, settings, literature.of(path))
-                reviews = await Reviews.prepare(manuscript, llm, options, gathered)
-                progress = TerminalProgress(f"{path.name} ({options.mode})", unit="paragraphs")
-                results = await review_paragraphs(manuscript, reviews, progress)
-                # Reviewed means the reviewer answered; a paragraph whose calls failed is not reviewed.
-                completed = [result for result in results if result.completed]
-                reviewed += len(completed)
-                unreviewed += len(results) - len(completed)
-                records.extend(finding_records(manuscript, completed))
+                return await Reviews.prepare(manuscript, llm, options, gathered)
+
+            prepared = list(await asyncio.gather(*(prepare(path, m) for path, m in pile.manuscripts)))
+            count = len(pile.manuscripts)
+            label = pile.manuscripts[0][0].name if count == 1 else f"{count} manuscripts"
+            await review_pile(
+                pile, prepared, TerminalProgress(f"{label} ({options.mode})", unit="paragraphs")
+            )
     finally:
         await llm.close()
+    records = pile.records(prepared)
+    reviewed = sum(pile.completed.values())
+    unreviewed = len(pile.completed) - reviewed
+    if pile.resumed:
+        print(
+            f"margin: {pile.resumed} paragraph(s) were reviewed by an earlier run into {arguments.out}; "
+            "they were not asked again",
+            file=sys.stderr,
+        )
+    store_error: OSError | None = getattr(store, "write_error", None)
+    if store is not None and store_error is not None:
+        print(f"margin: cannot append to {store.path}: {store_error}", file=sys.stderr)
+        status = exit_status.worst(status, exit_status.NOT_WRITTEN)
+    if arguments.format == "jsonl":
+        if pile.write_error is not None:
+            lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+            print(f"margin: cannot write the findings to stdout: {pile.write_error}", file=sys.stderr)
+            print_or_keep(lines, "review.jsonl", "the review")
+            status = exit_status.worst(status, exit_status.NOT_WRITTEN)
+        print(
+            f"margin: {len(records)} finding(s) in {reviewed} reviewed paragraph(s) of {len(pile.manuscripts)} "
+            f"manuscript(s); {unreviewed} paragraph(s) could not be reviewed",
+            file=sys.stderr,
+        )
+        if arguments.stats:
+            print(f"margin: {usage.summary()}", file=sys.stderr)
+        return exit_status.worst(status, exit_status.model_status(usage))
     if arguments.format == "json":
         text = json.dumps(
             {

@@ -33,7 +33,8 @@ def settings_for(arguments: argparse.Namespace) -> Settings:
             raise UsageError(f"settings file {path} must hold a JSON object")
         raw.update(loaded.get("margin", loaded))
     flags = {
-        "llm.endpoint": getattr(arguments, "endpoint", None),
+        # --endpoint may be repeated for a pool's replicas; once, it is one URL (or "auto").
+        "llm.endpoint": _one_or_list(getattr(arguments, "endpoint", None)),
         "llm.model": getattr(arguments, "model", None),
         "readability.threshold": getattr(arguments, "threshold", None),
     }
@@ -56,3 +57,9 @@ def with_models(work: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(work)
     finally:
         stop_shared_server()
+
+
+def _one_or_list(values: list[str] | None) -> str | list[str] | None:
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values

@@ -230,7 +230,7 @@ class Review(Feature):
         await pipelines.ready()
         models = self.session.models
         client = models.client(settings)
-        if client.pool.outage(client.config.default.base_url) is not None:
+        if client.pool.outage(client.config.default.urls) is not None:
             return  # already said; a command, new settings or the retry timer try again
         kind = await client.pool.kind_of(client.config.default)
         if kind is EndpointKind.NONE:

@@ -18,7 +18,9 @@ class Status(Feature):
 
     async def status_command(self) -> dict[str, Any]:
         session = self.session
-        status: dict[str, Any] = {"endpoint": session.global_settings.llm.endpoint or "auto"}
+        endpoint = session.global_settings.llm.endpoint or "auto"
+        # One string for the status bar: a pool's replicas joined.
+        status: dict[str, Any] = {"endpoint": endpoint if isinstance(endpoint, str) else ", ".join(endpoint)}
         status.update(session.models.status())
         for feature in session.features:
             status.update(feature.status())

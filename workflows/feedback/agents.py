@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from margin.workflows.llm.client import LLMClient
-from margin.workflows.llm.types import Priority, Request
+from margin.workflows.llm.types import LLMError, Priority, Request
 from margin.workflows.prompts import fence, prompt, role_prompt
 
 from .plans import LITERATURE, PAPER, PLAN_SCHEMA, REVIEW, SKIP, Plan, Step
@@ -98,22 +98,23 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-async def plan(llm: LLMClient, paragraph: str, candidate: int, candidates: int, priority: Priority) -> Plan:
-    """One candidate plan. Candidates differ in their last line, so each is its own call (and cache entry)."""
-    completion = await llm.complete(
+async def plans(
+    llm: LLMClient, paragraph: str, candidates: int, priority: Priority
+) -> tuple[list[Plan], list[LLMError]]:
+    """The candidate plans: one prompt sampled `candidates` times (one request with `n` where the endpoint takes
+    it, so the prompt is processed once), and the failures of those that could not be used."""
+    completions, failures = await llm.complete_choices(
         Request(
             role="planner",
-            messages=(
-                _system("planner"),
-                _user(f"{_paragraph(paragraph)}\n\nWrite candidate plan {candidate} of {candidates}."),
-            ),
+            messages=(_system("planner"), _user(f"{_paragraph(paragraph)}\n\nWrite your plan.")),
             schema=PLAN_SCHEMA,
             schema_name="plan",
             priority=priority,
-            temperature=0.7 if candidates > 1 else None,
-        )
+            temperature=0.7 if candidates > 1 else None,  # samples that differ, for the scorer to choose from
+        ),
+        candidates,
     )
-    return Plan.from_json(completion.data)
+    return [Plan.from_json(completion.data) for completion in completions], failures
 
 
 async def judge(llm: LLMClient, paragraph: str, plans: list[Plan], priority: Priority) -> list[float]:

@@ -142,22 +142,13 @@ async def _gather_full(
 async def _choose_plan(
     paragraph: Paragraph, llm: LLMClient, options: ReviewOptions, result: ParagraphReview
 ) -> Plan | None:
-    count = max(1, options.candidates)
-    attempts = await asyncio.gather(
-        *(
-            agents.plan(llm, paragraph.text, number, count, options.priority)
-            for number in range(1, count + 1)
-        ),
-        return_exceptions=True,
-    )
-    plans: list[Plan] = []
-    for attempt in attempts:
-        if isinstance(attempt, LLMError):
-            result.failures.append(str(attempt))
-        elif isinstance(attempt, BaseException):
-            raise attempt  # cancellation, or a bug: never swallowed
-        else:
-            plans.append(attempt)
+    try:
+        plans, failures = await agents.plans(
+            llm, paragraph.text, max(1, options.candidates), options.priority
+        )
+    except LLMError as failure:
+        plans, failures = [], [failure]
+    result.failures.extend(str(failure) for failure in failures)
     scorer = options.scorer
     if options.judge and len(plans) > 1:
         try:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -21,11 +22,12 @@ import openai
 
 from .cache import ResponseCache, cache_key
 from .config import EndpointConfig, LLMConfig, RoleRoute
-from .endpoints import Endpoint, EndpointPool, unavailable_message
+from .endpoints import Endpoint, EndpointPool, Replicas, unavailable_message
 from .repetition import collapse, repetition
 from .structured import parse_answer, schema_instructions
 from .types import (
     NEGOTIATION_ORDER,
+    NO_MODEL_FAILURES,
     ROLE_HEADER,
     Completion,
     FailureKind,
@@ -67,11 +69,15 @@ class _FormatRejected(Exception):
     """The endpoint refused the response_format we sent: try the next structured-output mode."""
 
 
+class _ChoicesRefused(Exception):
+    """The endpoint refused `n` (several choices in one request): ask once per choice."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Call:
     """What every request of one completion shares: where it goes, with which settings, for which request."""
 
-    endpoint: Endpoint
+    replicas: Replicas
     config: EndpointConfig
     model: str
     request: Request
@@ -83,6 +89,7 @@ class _Answer:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    others: tuple[tuple[str, str], ...] = ()  # further choices of a request with `n`: (text, finish_reason)
 
 
 class LLMClient:
@@ -124,12 +131,32 @@ class LLMClient:
     # -- the call -----------------------------------------------------------------------------------------------
 
     async def complete(self, request: Request) -> Completion:
-        configured = self.config.endpoint_for(request.role).base_url
+        completion = await self._guarded(request, self._complete(request))
+        self._record(request.role, completion)
+        return completion
+
+    async def complete_choices(self, request: Request, count: int) -> tuple[list[Completion], list[LLMError]]:
+        """`count` answers to one prompt (SWIF2T's k candidate plans): one request with `n` where the endpoint
+        honours it, so that the prompt is processed once, else one request per answer; what the endpoint does
+        is remembered for its next requests, like its structured-output mode. Returns the usable answers and
+        the failures of the others; raises LLMError when nothing answers at the endpoint."""
+        completions, failures = await self._guarded(request, self._choices(request, max(1, count)))
+        for completion in completions:
+            self._record(request.role, completion)
+        for failure in failures:
+            failure.role = failure.role or request.role
+            self._record(request.role, None, failure)
+        return completions, failures
+
+    async def _guarded(self, request: Request, work: Awaitable[_T]) -> _T:
+        """A call's work, unless its endpoint was found dead a moment ago; its failure recorded and, if it
+        means nothing answers there, remembered as an outage."""
+        configured = self.config.endpoint_for(request.role).urls
         try:
             outage = self.pool.outage(configured)
             if outage is not None:  # found dead a moment ago: say so again without knocking
                 raise outage.repeat(request.role)
-            completion = await self._complete(request)
+            result = await work
         except LLMError as failure:
             failure.role = failure.role or request.role
             self._record(request.role, None, failure)
@@ -138,20 +165,22 @@ class LLMClient:
             else:
                 log.log(logging.DEBUG if failure.repeated else logging.INFO, "model call failed: %s", failure)
             raise
+        finally:
+            if inspect.iscoroutine(work):
+                work.close()  # not awaited when an outage answered: no "never awaited" warning
         self.pool.note_success(configured)
-        self._record(request.role, completion)
-        return completion
+        return result
 
     async def context_window(self, role: str) -> int | None:
         """The context length of the model a role uses, in tokens, when the endpoint says (vLLM lists it) or it
         is the embedded model; None when unknown or when nothing answers."""
         config = self.config.endpoint_for(role)
         try:
-            endpoint = await self.pool.get(config)
-            model = await endpoint.model_for(config.model)
+            replicas = await self.pool.get(config)
+            model = await replicas.model_for(config.model)
         except LLMError:
             return None
-        return endpoint.context_window(model)
+        return replicas.context_window(model)
 
     def retry_now(self) -> None:
         """Try endpoints found dead again from the next call on (the user asked for something, or settings
@@ -160,15 +189,15 @@ class LLMClient:
 
     async def _complete(self, request: Request) -> Completion:
         config = self.config.endpoint_for(request.role)
-        endpoint = await self.pool.get(config)
-        model = await endpoint.model_for(config.model)
-        messages = _with_schema(request)
+        replicas = await self.pool.get(config)
+        model = await replicas.model_for(config.model)
+        messages = _with_schema(request, replicas.mode)
         parameters = _sampling(request, config, self.config.roles.get(request.role))
         key = cache_key(model, request.role, messages, parameters, request.schema_sent)
         cached = await self._cached(key, request, model, parameters)
         if cached is not None:
             return cached
-        call = _Call(endpoint, config, model, request)
+        call = _Call(replicas, config, model, request)
         answer, mode, data = await self._answer(call, messages, parameters)
         repeated = await _checked(repetition, answer.text)
         if repeated is not None:
@@ -216,6 +245,136 @@ class LLMClient:
             entry = {"text": answer.text, "finish_reason": answer.finish_reason, "model": model}
             await asyncio.to_thread(self.cache.put, key, entry)
         return completion
+
+    async def _choices(self, request: Request, count: int) -> tuple[list[Completion], list[LLMError]]:
+        config = self.config.endpoint_for(request.role)
+        replicas = await self.pool.get(config)
+        model = await replicas.model_for(config.model)
+        messages = _with_schema(request, replicas.mode)
+        parameters = _sampling(request, config, self.config.roles.get(request.role))
+        key = cache_key(model, request.role, messages, {**parameters, "n": count}, request.schema_sent)
+        cached = await self._cached_choices(key, request, model, parameters, count)
+        if cached is not None:
+            return cached, []
+        call = _Call(replicas, config, model, request)
+        answers: list[tuple[_Answer, StructuredMode | None, Any]] = []
+        failures: list[LLMError] = []
+        if request.schema is not None and replicas.mode is None:
+            async with replicas.negotiation:  # the first request settles the mode; the others then use it
+                if replicas.mode is None:
+                    try:
+                        answers.append(await self._answer(call, messages, parameters))
+                    except LLMError as failure:
+                        failures.append(failure)  # one answer lost; the others are still asked for
+        wanted = count - len(answers) - len(failures)
+        if wanted > 1 and replicas.accepts_n is not False:
+            try:
+                answers.extend(await self._several(call, messages, parameters, wanted, failures))
+                wanted = count - len(answers) - len(failures)  # a server that ignores n gave fewer
+            except _ChoicesRefused:
+                replicas.accepts_n = False
+                log.info("%s does not take n; several answers are asked for one by one", replicas.label)
+            except LLMError as failure:
+                failures.extend([failure] * wanted)  # every answer this request was for
+                wanted = 0
+        singles = await asyncio.gather(
+            *(self._answer(call, messages, parameters) for _ in range(wanted)), return_exceptions=True
+        )
+        for single in singles:
+            if isinstance(single, LLMError):
+                failures.append(single)
+            elif isinstance(single, BaseException):
+                raise single
+            else:
+                answers.append(single)
+        if not answers and any(failure.kind in NO_MODEL_FAILURES for failure in failures):
+            raise failures[0]  # nothing answers there: an outage, as for one call
+        completions = [
+            Completion(
+                text=answer.text,
+                model=model,
+                role=request.role,
+                data=data,
+                finish_reason=answer.finish_reason,
+                prompt_tokens=answer.prompt_tokens,
+                completion_tokens=answer.completion_tokens,
+                mode=mode,
+            )
+            for answer, mode, data in answers
+        ]
+        if self.cache is not None and not failures:
+            entry = {"choices": [answer.text for answer, _, _ in answers], "model": model}
+            await asyncio.to_thread(self.cache.put, key, entry)
+        return completions, failures
+
+    async def _several(
+        self,
+        call: _Call,
+        messages: list[dict[str, str]],
+        parameters: dict[str, Any],
+        count: int,
+        failures: list[LLMError],
+    ) -> list[tuple[_Answer, StructuredMode | None, Any]]:
+        """Up to `count` answers from one request with `n`; a choice that cannot be used even after its repair
+        goes to `failures`. Fewer choices than asked for means the server ignores `n` (llama.cpp's does)."""
+        replicas = call.replicas
+        mode = replicas.mode if call.request.schema is not None else None
+        probing = replicas.accepts_n is None
+        answer = await self._send(call, messages, {**parameters, "n": count}, mode, False, probing)
+        choices = [(answer.text, answer.finish_reason), *answer.others][:count]
+        if probing:
+            replicas.accepts_n = len(choices) == count
+            if not replicas.accepts_n:
+                log.info("%s ignores n; several answers are asked for one by one", replicas.label)
+        # The request's tokens go to its first answer: the prompt was processed once.
+        read = [
+            _Answer(
+                text,
+                finish,
+                answer.prompt_tokens if index == 0 else 0,
+                answer.completion_tokens if index == 0 else 0,
+            )
+            for index, (text, finish) in enumerate(choices)
+        ]
+        if call.request.schema is None:
+            return [(item, None, None) for item in read if item.text.strip()]
+        validated = await asyncio.gather(
+            *(self._validated(call, messages, parameters, item, mode) for item in read),
+            return_exceptions=True,
+        )
+        usable: list[tuple[_Answer, StructuredMode | None, Any]] = []
+        for outcome in validated:
+            if isinstance(outcome, LLMError):
+                failures.append(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                usable.append((outcome[0], mode, outcome[1]))
+        return usable
+
+    async def _cached_choices(
+        self, key: str, request: Request, model: str, parameters: dict[str, Any], count: int
+    ) -> list[Completion] | None:
+        if self.cache is None:
+            return None
+        entry = await asyncio.to_thread(self.cache.get, key)
+        texts = entry.get("choices") if entry is not None else None
+        if not isinstance(texts, list) or len(texts) != count or not all(isinstance(t, str) for t in texts):
+            return None
+        longest = min(
+            answer_byte_limit(parameters.get("max_tokens")), request.max_answer_chars or _MAX_ANSWER_BYTES
+        )
+        completions = []
+        for text in texts:
+            if len(text) > longest:
+                return None
+            data = None
+            if request.schema is not None:
+                data, problem = await _checked(parse_answer, text, request.schema)
+                if problem is not None:
+                    return None  # the schema changed since: ask again
+            completions.append(Completion(text=text, model=model, role=request.role, data=data, cached=True))
+        return completions
 
     async def _answer(
         self, call: _Call, messages: list[dict[str, str]], parameters: dict[str, Any]
@@ -280,30 +439,30 @@ class LLMClient:
         refused: set[StructuredMode] = set()
         while True:
             # Another call may settle the mode while this one waits: always start from what is known now.
-            if call.endpoint.mode is not None and call.endpoint.mode not in refused:
-                mode = call.endpoint.mode
+            if call.replicas.mode is not None and call.replicas.mode not in refused:
+                mode = call.replicas.mode
             else:
                 untried = [mode for mode in NEGOTIATION_ORDER if mode not in refused]
                 if not untried:
                     raise LLMError(
-                        FailureKind.REJECTED, f"{call.endpoint.base_url} refused every structured-output mode"
+                        FailureKind.REJECTED, f"{call.replicas.label} refused every structured-output mode"
                     )
                 mode = untried[0]
-            negotiating = call.endpoint.mode is None and mode is not StructuredMode.TEXT
+            negotiating = call.replicas.mode is None and mode is not StructuredMode.TEXT
             try:
                 answer = await self._send(call, messages, parameters, mode, negotiating)
             except _FormatRejected:
-                if call.endpoint.mode is not None and call.endpoint.mode is not mode:
+                if call.replicas.mode is not None and call.replicas.mode is not mode:
                     continue  # settled meanwhile by another call: use that
                 refused.add(mode)
                 log.info(
-                    "%s does not accept %s output; trying the next mode", call.endpoint.base_url, mode.value
+                    "%s does not accept %s output; trying the next mode", call.replicas.label, mode.value
                 )
                 continue
             break
-        if call.endpoint.mode is None:
-            call.endpoint.mode = mode
-            log.info("%s accepts %s structured output", call.endpoint.base_url, mode.value)
+        if call.replicas.mode is None:
+            call.replicas.mode = mode
+            log.info("%s accepts %s structured output", call.replicas.label, mode.value)
         if answer.finish_reason == "length":
             # Cut off: one more try with twice the room, counting both attempts' tokens.
             parameters = dict(parameters, max_tokens=int(parameters["max_tokens"]) * 2)
@@ -397,8 +556,12 @@ class LLMClient:
         parameters: dict[str, Any],
         mode: StructuredMode | None,
         negotiating: bool,
+        probing_choices: bool = False,
     ) -> _Answer:
-        """One HTTP request, with bounded retries and backoff; the limiter slot is not held while waiting."""
+        """One HTTP request, with bounded retries and backoff; the limiter slot is not held while waiting.
+
+        Each attempt goes to the least-loaded healthy replica; one that fails rests, and the next attempt goes
+        to another replica at once (a pool gives each of its other replicas one more attempt)."""
         arguments: dict[str, Any] = {
             "model": call.model,
             "messages": messages,
@@ -416,16 +579,29 @@ class LLMClient:
             }
         elif mode is StructuredMode.JSON_OBJECT:
             arguments["response_format"] = {"type": "json_object", "schema": call.request.schema_sent}
+        replicas = call.replicas
+        # vLLM started with --scheduling-policy priority serves lower values first: a background review then
+        # waits behind what the user just asked for on the server too. 0 is every server's default.
+        if call.request.priority and replicas.accepts_priority is not False:
+            arguments["extra_body"] = {"priority": int(call.request.priority)}
         limit = answer_byte_limit(parameters.get("max_tokens"))
-        attempts = self.config.retries + 1
-        for attempt in range(1, attempts + 1):
+        attempts = self.config.retries + len(replicas.members)
+        failed: set[str] = set()  # replicas that failed this request
+        attempt = 0
+        while True:
+            attempt += 1
+            replica = replicas.choose(failed)
             delay: float | None = None
             try:
-                async with call.endpoint.limiter.slot(call.request.priority):
+                async with replica.limiter.slot(call.request.priority):
                     self._count("requests")
-                    return await asyncio.wait_for(
-                        _exchange(call, arguments, limit), timeout=call.config.timeout
+                    answer = await asyncio.wait_for(
+                        _exchange(replica, call, arguments, limit), timeout=call.config.timeout
                     )
+                replicas.recovered(replica)
+                if "extra_body" in arguments:
+                    replicas.accepts_priority = True
+                return answer
             except TimeoutError as error:
                 failure = LLMError(
                     FailureKind.TIMEOUT, f"no answer within {call.config.timeout:g} s", call.request.role
@@ -437,24 +613,31 @@ class LLMClient:
                 )
                 failure.__cause__ = error
             except openai.APIConnectionError as error:
-                crash = await self.pool.crash_of(call.endpoint)
+                crash = await self.pool.crash_of(replica)
                 if crash is not None:  # a dead process does not come back by asking again
                     raise LLMError(FailureKind.CRASHED, crash, call.request.role, attempt) from error
                 if _could_not_connect(error):
                     failure = LLMError(
-                        FailureKind.UNAVAILABLE,
-                        unavailable_message(call.endpoint.base_url),
-                        call.request.role,
+                        FailureKind.UNAVAILABLE, unavailable_message(replica.base_url), call.request.role
                     )
                 else:  # it accepted the request, then dropped it: a fault of this call, not a dead endpoint
                     failure = LLMError(
                         FailureKind.SERVER_ERROR,
-                        f"{call.endpoint.base_url} closed the connection without answering",
+                        f"{replica.base_url} closed the connection without answering",
                         call.request.role,
                     )
                 failure.__cause__ = error
             except openai.APIStatusError as error:
                 status = error.status_code
+                if "extra_body" in arguments and _refuses_priority(status, error):
+                    # Not started with --scheduling-policy priority (or not vLLM): the same request without it.
+                    replicas.accepts_priority = False
+                    del arguments["extra_body"]
+                    log.info("%s does not schedule by priority; requests go without it", replicas.label)
+                    attempt -= 1
+                    continue
+                if probing_choices and status in _FORMAT_REJECTION_STATUSES:
+                    raise _ChoicesRefused from error
                 if negotiating and _refuses_format(status, error):
                     raise _FormatRejected from error
                 if status == 429:
@@ -472,14 +655,18 @@ class LLMClient:
                         FailureKind.REJECTED, f"HTTP {status}: {_message(error)}", call.request.role
                     ) from error
             failure.attempts = attempt
-            if attempt == attempts:
+            if attempt >= attempts:
                 raise failure
             self._count("retries")
+            failed.add(replica.base_url)
+            if replicas.rest(replica, delay) and len(failed) < len(replicas.members):
+                log.info("%s; retrying on another replica (attempt %d of %d)", failure, attempt + 1, attempts)
+                continue
             wait = delay if delay is not None else min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** (attempt - 1))
             wait *= random.uniform(0.9, 1.1)
             log.info("%s; retrying in %.1f s (attempt %d of %d)", failure, wait, attempt + 1, attempts)
+            failed.clear()  # after the wait every replica may be tried again
             await asyncio.sleep(wait)
-        raise AssertionError("unreachable")
 
 
 def _sampling(request: Request, config: EndpointConfig, route: RoleRoute | None) -> dict[str, Any]:
@@ -502,12 +689,18 @@ def _sampling(request: Request, config: EndpointConfig, route: RoleRoute | None)
     return parameters
 
 
-def _with_schema(request: Request) -> list[dict[str, str]]:
-    """The messages to send: the schema instructions join the system prompt, which stays first and stable."""
+def _with_schema(request: Request, mode: StructuredMode | None) -> list[dict[str, str]]:
+    """The messages to send: the schema instructions join the system prompt, which stays first and stable.
+
+    Where the server constrains decoding (or may: the mode is not known yet), the prompt shows the pipeline's
+    own schema, not the decoder's stricter one: that one may list the paragraph's clauses (the reviewer's
+    quotes), which would repeat the paragraph in the prompt and make the system prompt differ from paragraph
+    to paragraph. A plain-text endpoint enforces nothing, so there the prompt shows the stricter schema."""
     messages = [dict(message) for message in request.messages]
     if request.schema is None:
         return messages
-    instructions = schema_instructions(request.schema_sent)
+    shown = request.schema_sent if mode is StructuredMode.TEXT else request.schema
+    instructions = schema_instructions(shown)
     if messages and messages[0].get("role") == "system":
         messages[0]["content"] = messages[0]["content"].rstrip() + "\n\n" + instructions
     else:
@@ -528,10 +721,10 @@ async def _checked(check: Callable[..., _T], text: str, *arguments: Any) -> _T:
     return await asyncio.to_thread(check, text, *arguments)
 
 
-async def _exchange(call: _Call, arguments: dict[str, Any], limit: int) -> _Answer:
+async def _exchange(replica: Endpoint, call: _Call, arguments: dict[str, Any], limit: int) -> _Answer:
     """One chat completion, its body read as it arrives and cut off past `limit` bytes: leaving the response
     closes the connection, which also stops the generation on the server."""
-    completions = call.endpoint.client.chat.completions.with_streaming_response
+    completions = replica.client.chat.completions.with_streaming_response
     async with completions.create(**arguments) as response:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
@@ -551,8 +744,8 @@ async def _exchange(call: _Call, arguments: dict[str, Any], limit: int) -> _Answ
             raise failure from error
         streamed = "text/event-stream" in response.headers.get("content-type", "")
     if len(body) > _OFFLOAD_CHARS:
-        return await asyncio.to_thread(_decoded, call, bytes(body), streamed)
-    return _decoded(call, bytes(body), streamed)
+        return await asyncio.to_thread(_decoded, replica, call, bytes(body), streamed)
+    return _decoded(replica, call, bytes(body), streamed)
 
 
 def _oversized(call: _Call, what: str, limit: int, max_tokens: Any) -> LLMError:
@@ -575,7 +768,7 @@ def _transport_failure(error: Exception, request: Any) -> openai.APIError | None
     return None
 
 
-def _decoded(call: _Call, body: bytes, streamed: bool) -> _Answer:
+def _decoded(replica: Endpoint, call: _Call, body: bytes, streamed: bool) -> _Answer:
     """The answer in a chat completion body: one JSON object, or server-sent events from a server that streams
     although it was not asked to."""
     if streamed:
@@ -586,7 +779,7 @@ def _decoded(call: _Call, body: bytes, streamed: bool) -> _Answer:
         preview = body[:80].decode("utf-8", "replace")
         raise LLMError(
             FailureKind.SERVER_ERROR,
-            f"{call.endpoint.base_url} answered with something that is not a chat completion ({preview!r})",
+            f"{replica.base_url} answered with something that is not a chat completion ({preview!r})",
             call.request.role,
         ) from error
     return _answer_of(data)
@@ -596,16 +789,22 @@ def _answer_of(data: Any) -> _Answer:
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return _Answer("", "stop", 0, 0)
-    choice = choices[0]
-    message = choice.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
+    read = [_choice(choice) for choice in choices if isinstance(choice, dict)]
     usage = data.get("usage")
     return _Answer(
-        text=content if isinstance(content, str) else "",
-        finish_reason=str(choice.get("finish_reason") or "stop")[:40],
+        text=read[0][0],
+        finish_reason=read[0][1],
         prompt_tokens=_tokens(usage, "prompt_tokens"),
         completion_tokens=_tokens(usage, "completion_tokens"),
+        others=tuple(read[1:]),
     )
+
+
+def _choice(choice: dict[str, Any]) -> tuple[str, str]:
+    """A choice's text and finish reason."""
+    message = choice.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else "", str(choice.get("finish_reason") or "stop")[:40]
 
 
 def _answer_of_events(body: bytes) -> _Answer:
@@ -652,6 +851,12 @@ def _could_not_connect(error: openai.APIConnectionError) -> bool:
     if names & {"ConnectError", "ConnectTimeout"}:
         return True
     return "TransportError" not in names  # an unknown cause: assume the worst, as before
+
+
+def _refuses_priority(status: int, error: openai.APIStatusError) -> bool:
+    """vLLM without --scheduling-policy priority answers 400 "Got priority 1 but Priority scheduling is not
+    enabled."; a server that checks its fields (OpenAI) names the field it does not know."""
+    return status in _FORMAT_REJECTION_STATUSES and "priority" in _message(error).lower()
 
 
 def _refuses_format(status: int, error: openai.APIStatusError) -> bool:

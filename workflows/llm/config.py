@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -36,6 +36,20 @@ class EndpointConfig:
     timeout: float = 120.0
     max_concurrency: int = 8
     structured_mode: StructuredMode = StructuredMode.AUTO
+    # Further base URLs serving the same model (replicas behind no router of theirs): with base_url they form a
+    # pool, each request going to the least-loaded healthy replica. Empty: one server.
+    replicas: tuple[str, ...] = ()
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every base URL of this endpoint: one server, or the replicas of a pool."""
+        return (self.base_url, *self.replicas)
+
+
+def split_urls(value: str | Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """An endpoint setting (one URL, or a list of replicas' URLs) as base_url and replicas."""
+    urls = [value] if isinstance(value, str) else list(value)
+    return urls[0], tuple(urls[1:])
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +63,7 @@ class RoleRoute:
     temperature: float | None = None
     top_p: float | None = None
     frequency_penalty: float | None = None
+    replicas: tuple[str, ...] = ()  # further URLs of the same model, as EndpointConfig.replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +83,7 @@ class LLMConfig:
         changes: dict[str, object] = {}
         if route.base_url:
             changes["base_url"] = route.base_url
+            changes["replicas"] = route.replicas
             changes["model"] = None  # another server: its own first model unless the route names one
             changes["api_key_env"] = None  # never send the default provider's key to another server
         if route.model:

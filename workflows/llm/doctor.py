@@ -30,6 +30,7 @@ class EndpointReport:
     round_trip_seconds: float | None = None
     error: str | None = None  # nothing usable answered
     warning: str | None = None  # it answered, but not with valid structured output
+    silent_replicas: list[str] = field(default_factory=list)  # a pool's replicas that did not answer
 
     @property
     def ok(self) -> bool:
@@ -53,7 +54,7 @@ async def diagnose(config: LLMConfig) -> DoctorReport:
     groups: dict[tuple[str, str | None], list[str]] = {("default", None): ["default"]}
     for role in config.roles:
         endpoint = config.endpoint_for(role)
-        groups.setdefault((endpoint.base_url, endpoint.model), []).append(role)
+        groups.setdefault((",".join(endpoint.urls), endpoint.model), []).append(role)
     reports: list[EndpointReport] = []
     try:
         for roles in groups.values():
@@ -75,19 +76,26 @@ async def _check(client: LLMClient, roles: list[str]) -> EndpointReport:
     report = EndpointReport(roles=roles)
     started = time.perf_counter()
     config = client.config.endpoint_for(role)
-    endpoint = None
+    replicas = None
     try:
-        endpoint = await client.pool.get(config)
-        report.base_url = endpoint.base_url
-        report.embedded = endpoint.embedded
-        found = await probe(endpoint.base_url, endpoint.api_key)
-        if not found.present:  # fail fast, with the ways out, instead of retrying a dead server
-            crash = await client.pool.crash_of(endpoint)
+        replicas = await client.pool.get(config)
+        report.base_url = replicas.label
+        report.embedded = replicas.embedded
+        answering = []
+        for member in replicas.members:
+            found = await probe(member.base_url, member.api_key)
+            if found.present:
+                answering.append(member)
+                continue
+            crash = await client.pool.crash_of(member)
             if crash is not None:
                 raise LLMError(FailureKind.CRASHED, crash)
-            raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(endpoint.base_url))
-        report.model = await endpoint.model_for(config.model)
-        report.models = endpoint.models or [report.model]
+            if len(replicas.members) > 1:
+                report.silent_replicas.append(member.base_url)
+        if not answering:  # fail fast, with the ways out, instead of retrying a dead server
+            raise LLMError(FailureKind.UNAVAILABLE, unavailable_message(replicas.label))
+        report.model = await replicas.model_for(config.model)
+        report.models = replicas.models or [report.model]
         started = time.perf_counter()
         await client.complete(
             Request(
@@ -109,6 +117,6 @@ async def _check(client: LLMClient, roles: list[str]) -> EndpointReport:
             report.warning = f"answered, but not with usable JSON ({failure.kind.value}: {failure.args[0]})"
         else:
             report.error = str(failure.args[0])
-    if endpoint is not None and endpoint.mode is not None:
-        report.structured_mode = endpoint.mode.value
+    if replicas is not None and replicas.mode is not None:
+        report.structured_mode = replicas.mode.value
     return report

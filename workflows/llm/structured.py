@@ -39,9 +39,10 @@ def schema_instructions(schema: dict[str, Any]) -> str:
     """The text that tells a model the shape of its answer (kept stable, so it sits in the cached prefix)."""
     # In the schema's own key order: a model writes the keys in the order it is shown them, and the pipelines
     # order them on purpose (reasoning before a verdict, an answer before its "answerable" flag).
+    # Compact JSON: indentation is whitespace tokens the model pays for on every request and reads no better.
     return (
         "Answer with one JSON value and nothing else: no prose before or after it, no code fences. "
-        "It must match this JSON Schema:\n" + json.dumps(schema, indent=1, ensure_ascii=False)
+        "It must match this JSON Schema:\n" + json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
     )
 
 

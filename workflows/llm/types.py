@@ -36,7 +36,7 @@ class Request:
     messages: tuple[dict[str, str], ...]
     schema: dict[str, Any] | None = None
     schema_name: str = "answer"
-    # A stricter schema for the decoder (and the prompt), e.g. with enums of the only valid choices: endpoints
+    # A stricter schema for the decoder (not the prompt: see client._with_schema), e.g. with enums of the only valid choices: endpoints
     # that constrain decoding then cannot produce an invalid answer, while answers are still validated on our
     # side against `schema`, so that an endpoint without constraints gets the pipeline's own tolerant checks.
     decoding_schema: dict[str, Any] | None = None
