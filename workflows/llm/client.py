@@ -230,17 +230,7 @@ class LLMClient:
                     "%s answer still repeats itself (%s); the repeats are removed", request.role, repeated
                 )
                 answer = replace(answer, text=await _checked(collapse, answer.text))
-        completion = Completion(
-            text=answer.text,
-            model=model,
-            role=request.role,
-            data=data,
-            finish_reason=answer.finish_reason,
-            prompt_tokens=answer.prompt_tokens,
-            completion_tokens=answer.completion_tokens,
-            mode=mode,
-            repetition=repeated or "",
-        )
+        completion = _completed(answer, model, request.role, mode, data, repeated or "")
         if self.cache is not None:
             entry = {"text": answer.text, "finish_reason": answer.finish_reason, "model": model}
             await asyncio.to_thread(self.cache.put, key, entry)
@@ -289,19 +279,7 @@ class LLMClient:
                 answers.append(single)
         if not answers and any(failure.kind in NO_MODEL_FAILURES for failure in failures):
             raise failures[0]  # nothing answers there: an outage, as for one call
-        completions = [
-            Completion(
-                text=answer.text,
-                model=model,
-                role=request.role,
-                data=data,
-                finish_reason=answer.finish_reason,
-                prompt_tokens=answer.prompt_tokens,
-                completion_tokens=answer.completion_tokens,
-                mode=mode,
-            )
-            for answer, mode, data in answers
-        ]
+        completions = [_completed(answer, model, request.role, mode, data) for answer, mode, data in answers]
         if self.cache is not None and not failures:
             entry = {"choices": [answer.text for answer, _, _ in answers], "model": model}
             await asyncio.to_thread(self.cache.put, key, entry)
@@ -359,21 +337,14 @@ class LLMClient:
             return None
         entry = await asyncio.to_thread(self.cache.get, key)
         texts = entry.get("choices") if entry is not None else None
-        if not isinstance(texts, list) or len(texts) != count or not all(isinstance(t, str) for t in texts):
+        if not isinstance(texts, list) or len(texts) != count:
             return None
-        longest = min(
-            answer_byte_limit(parameters.get("max_tokens")), request.max_answer_chars or _MAX_ANSWER_BYTES
-        )
         completions = []
         for text in texts:
-            if len(text) > longest:
+            completion = await _from_cache(text, "stop", request, model, parameters)
+            if completion is None:
                 return None
-            data = None
-            if request.schema is not None:
-                data, problem = await _checked(parse_answer, text, request.schema)
-                if problem is not None:
-                    return None  # the schema changed since: ask again
-            completions.append(Completion(text=text, model=model, role=request.role, data=data, cached=True))
+            completions.append(completion)
         return completions
 
     async def _answer(
@@ -402,26 +373,10 @@ class LLMClient:
         if self.cache is None:
             return None
         entry = await asyncio.to_thread(self.cache.get, key)
-        if entry is None or not isinstance(entry.get("text"), str):
+        if entry is None:
             return None
-        text = entry["text"]
-        longest = min(
-            answer_byte_limit(parameters.get("max_tokens")), request.max_answer_chars or _MAX_ANSWER_BYTES
-        )
-        if len(text) > longest:
-            return None  # stored before answers were bounded: ask again
-        data = None
-        if request.schema is not None:
-            data, problem = await _checked(parse_answer, text, request.schema)
-            if problem is not None:
-                return None  # the schema changed since: ask again
-        return Completion(
-            text=entry["text"],
-            model=model,
-            role=request.role,
-            data=data,
-            finish_reason=str(entry.get("finish_reason", "stop")),
-            cached=True,
+        return await _from_cache(
+            entry.get("text"), str(entry.get("finish_reason", "stop")), request, model, parameters
         )
 
     async def _generate(
@@ -667,6 +622,44 @@ class LLMClient:
             log.info("%s; retrying in %.1f s (attempt %d of %d)", failure, wait, attempt + 1, attempts)
             failed.clear()  # after the wait every replica may be tried again
             await asyncio.sleep(wait)
+
+
+def _completed(
+    answer: _Answer, model: str, role: str, mode: StructuredMode | None, data: Any, repetition: str = ""
+) -> Completion:
+    return Completion(
+        text=answer.text,
+        model=model,
+        role=role,
+        data=data,
+        finish_reason=answer.finish_reason,
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        mode=mode,
+        repetition=repetition,
+    )
+
+
+async def _from_cache(
+    text: Any, finish_reason: str, request: Request, model: str, parameters: dict[str, Any]
+) -> Completion | None:
+    """A stored answer as a completion, or None when it cannot be served: not text, longer than this request
+    could get (stored before answers were bounded), or no longer valid (the schema changed since)."""
+    if not isinstance(text, str):
+        return None
+    longest = min(
+        answer_byte_limit(parameters.get("max_tokens")), request.max_answer_chars or _MAX_ANSWER_BYTES
+    )
+    if len(text) > longest:
+        return None
+    data = None
+    if request.schema is not None:
+        data, problem = await _checked(parse_answer, text, request.schema)
+        if problem is not None:
+            return None
+    return Completion(
+        text=text, model=model, role=request.role, data=data, finish_reason=finish_reason, cached=True
+    )
 
 
 def _sampling(request: Request, config: EndpointConfig, route: RoleRoute | None) -> dict[str, Any]:
