@@ -14,6 +14,7 @@ from .settings import DEFAULTS, Settings, ignored_message, keep_user_values, par
 
 log = logging.getLogger("margin.settings")
 
+CONFIGURATION_TIMEOUT_S = 5.0  # for a document's settings; then the user's apply
 Ask = Callable[[str], Awaitable[Any]]  # a document's settings from the client (workspace/configuration)
 Tell = Callable[[str], None]  # a message for the user
 
@@ -78,14 +79,19 @@ class Configuration:
         settings = self.global_settings
         if ask is not None:
             try:
-                answer = await asyncio.wait_for(ask(uri), timeout=5)
+                answer = await asyncio.wait_for(ask(uri), timeout=CONFIGURATION_TIMEOUT_S)
                 if answer and answer[0] is not None:
                     # Scoped to this document only: nothing here changes other documents' behaviour.
                     settings, problems = parse_settings(answer[0])
                     self.report(problems)
                     settings = self.workspace_level(settings, "workspace/configuration")
+            except TimeoutError:
+                log.info(
+                    "the editor did not answer workspace/configuration in %g s; using the user's settings",
+                    CONFIGURATION_TIMEOUT_S,
+                )
             except Exception as error:  # a client that fails this request still gets diagnostics
-                log.info("workspace/configuration failed (%s); using initialization settings", error)
+                log.info("workspace/configuration failed (%s); using the user's settings", error)
         self._documents[key] = settings
         return settings
 

@@ -38,7 +38,7 @@ def check(manuscript: Manuscript, settings: Settings, scores: ReadabilityCache) 
     return checked
 
 
-def _file_of(uri: str) -> str:
+def file_of_uri(uri: str) -> str:
     path = uri_to_path(uri)
     return relative_file(str(path)) if path is not None else uri
 
@@ -88,7 +88,7 @@ def as_json(results: list[tuple[Manuscript, list[CheckedParagraph]]], errors: li
                 "readability": {"fkgl": overall.fkgl, "cli": overall.cli, "dcrs": overall.dcrs},
                 "problems": [
                     {
-                        "file": _file_of(problem.uri),
+                        "file": file_of_uri(problem.uri),
                         "range": problem.range.to_json(),
                         "message": problem.message,
                     }
@@ -115,7 +115,7 @@ def as_text(manuscript: Manuscript, items: list[CheckedParagraph], settings: Set
     lines.append(f"{title}  ({len(manuscript.files)} file(s), {len(items)} paragraphs)")
     for problem in manuscript.problems:
         lines.append(
-            f"  {_file_of(problem.uri)}:{problem.range.start.line + 1}: "
+            f"  {file_of_uri(problem.uri)}:{problem.range.start.line + 1}: "
             f"{problem.severity.value}: {problem.message}"
         )
     for item in items:

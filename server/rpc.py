@@ -177,6 +177,14 @@ class HardenedProtocol(_Base):
             # The client could not use something we sent (id null): nothing to match it with.
             self._log_problem("response without a usable id from the client: %.200s", data.get("error"))
             return
+        waiting = self._request_futures.get(msg_id)
+        if waiting is not None and waiting.done():
+            # margin gave up on this request (the work that asked was cancelled, or the answer came after its
+            # timeout): pygls would set the result of a cancelled future and raise. Nobody needs the answer.
+            self._request_futures.pop(msg_id, None)
+            self._result_types.pop(msg_id, None)
+            log.debug("a late answer to request %r, which margin no longer waits for", msg_id)
+            return
         try:
             if "error" in data:
                 message = self._converter.structure(data, ResponseErrorMessage)

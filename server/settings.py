@@ -886,10 +886,15 @@ def vscode_configuration() -> dict[str, dict[str, Any]]:
             "type": _VSCODE_TYPES[spec.kind],
             "default": spec.default,
             "markdownDescription": spec.full_description(),
-            # VS Code ignores a workspace's value of a machine-scoped setting: a cloned repository can neither
-            # choose the command that runs nor where the manuscript and the API key go.
-            "scope": "machine" if spec.user_only else "resource",
+            # An application-scoped setting is taken from the user's settings only: a cloned repository can
+            # neither choose the command that runs nor where the manuscript and the API key go. Not "machine":
+            # in a remote window (code-server, Remote-SSH, WSL) VS Code drops a machine-scoped value of the
+            # user's settings as soon as any setting changes, and the endpoint fell back to "auto".
+            "scope": "application" if spec.user_only else "resource",
         }
+        if spec.user_only:
+            schema["ignoreSync"] = True  # endpoints, keys' names and paths stay on this machine, as before
+
         if spec.choices:
             schema["enum"] = list(spec.choices)
         if spec.minimum is not None:
@@ -916,7 +921,7 @@ def vscode_configuration() -> dict[str, dict[str, Any]]:
 
 
 # In a workspace VS Code does not trust, these settings take the user's value only (the user-only ones are
-# machine-scoped, so that holds in trusted workspaces too).
+# application-scoped, so that holds in trusted workspaces too).
 UNTRUSTED_WORKSPACE_RESTRICTED = (
     *USER_ONLY_KEYS,
     "review.literatureFolders",

@@ -22,6 +22,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, client_capabilities
 
+from margin.server.configuration import CONFIGURATION_TIMEOUT_S
+
 from conftest import (
     FIXTURES,
     LSP_WAIT,
@@ -465,6 +467,48 @@ async def test_dotted_initialization_options_then_did_change_configuration_setti
         published = await client.published_for(uri, after=before)
         assert [span(d) for d in published.diagnostics] == [((2, 0), (2, len(HARD)))]
         assert_readability_diagnostic(published.diagnostics[0], threshold=30)
+
+
+async def test_an_answer_that_comes_after_the_server_gave_up_waiting_is_not_an_error() -> None:
+    """Seen in VS Code: a workspace/configuration answer arriving after margin stopped waiting for it (the work
+    that asked was cancelled, or it timed out) made pygls set the result of a cancelled future, and margin's
+    log showed "ERROR failed to handle a message from the client" with a traceback."""
+    answered = asyncio.Event()
+    uri = uri_for("late-answer.md")
+
+    async def late_configuration(ls: RecordingClient, params: types.ConfigurationParams) -> list[Any]:
+        # (pygls passes the client as `ls`.) Answer only once margin has stopped waiting for the document's
+        # settings (CONFIGURATION_TIMEOUT_S) and published with the user's, however busy the machine is.
+        await ls.wait_until(
+            lambda: ls.latest_publish(uri) is not None, "the publish", CONFIGURATION_TIMEOUT_S + WAIT
+        )
+        answered.set()
+        return [{"readability": {"threshold": 5}} for _ in params.items]
+
+    def make_slow_client() -> RecordingClient:
+        return recording_client(
+            RecordingClient,
+            (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, types.WINDOW_SHOW_MESSAGE, types.WINDOW_LOG_MESSAGE),
+            handlers={types.WORKSPACE_CONFIGURATION: late_configuration},
+        )
+
+    client = await ClientServerConfig(server_command=SERVER_COMMAND, client_factory=make_slow_client).start()
+    assert isinstance(client, RecordingClient)
+    try:
+        await asyncio.wait_for(
+            client.initialize_session(types.InitializeParams(capabilities=vscode_capabilities())), WAIT
+        )
+        client.open(uri, f"{MEDIUM}\n\n{HARD}\n")
+        # Without the document's settings margin uses the user's (the default threshold, 18).
+        published = await client.published_for(uri, version=1)
+        assert [span(d) for d in published.diagnostics] == [((2, 0), (2, len(HARD)))]
+        await asyncio.wait_for(answered.wait(), WAIT)
+        # The server reads messages in order: once it answers this hover, it has read the late answer.
+        assert await client.hover_text(uri, 2, 3) is not None
+        errors = [m.message for m in client.log_messages if m.type == types.MessageType.Error]
+        assert errors == []
+    finally:
+        await stop_session(client)
 
 
 async def test_thousands_of_unknown_settings_are_one_message() -> None:

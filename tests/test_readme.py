@@ -37,7 +37,9 @@ def test_the_try_it_command_sets_up_and_runs_margin_commands_that_exist() -> Non
 def test_the_test_command_is_what_ci_runs() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     test_command = shell_blocks()[1]
-    assert test_command.startswith("python3 -m venv .venv && .venv/bin/pip install -e '.[test,local]'")
+    assert test_command.startswith(
+        "sh tests/system-packages.sh && python3 -m venv .venv && .venv/bin/pip install -e '.[test,local]'"
+    )
     assert test_command in ci
 
 

@@ -68,7 +68,12 @@ def _llm_options(command: argparse.ArgumentParser) -> None:
 def _check(commands: Commands) -> None:
     check = commands.add_parser("check", help="readability of every paragraph, no model needed")
     check.add_argument("files", nargs="+", type=Path, metavar="FILE", help=".tex/.md file or content/ folder")
-    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument(
+        "--format",
+        choices=("text", "json", "html"),
+        default="text",
+        help="html: one self-contained page, each paragraph tinted by its grade, with a chart per section",
+    )
     check.add_argument(
         "--threshold",
         type=float,
@@ -76,6 +81,7 @@ def _check(commands: Commands) -> None:
         help="Flesch-Kincaid grade above which a paragraph is flagged",
     )
     check.add_argument("--settings", type=Path, help="JSON file with margin settings (the editor's keys)")
+    _report_output(check)
 
 
 def _review(commands: Commands) -> None:
@@ -86,10 +92,12 @@ def _review(commands: Commands) -> None:
     review.add_argument("--mode", choices=("full", "fast", "single"), default=None)
     review.add_argument(
         "--format",
-        choices=("text", "json", "sarif", "jsonl"),
+        choices=("text", "json", "sarif", "jsonl", "html"),
         default="text",
-        help="jsonl: one line per finding, printed as its paragraph's review ends",
+        help="jsonl: one line per finding, printed as its paragraph's review ends; html: one self-contained "
+        "page with the findings as margin notes beside the words they quote",
     )
+    _report_output(review)
     review.add_argument(
         "--out",
         type=Path,
@@ -100,6 +108,13 @@ def _review(commands: Commands) -> None:
     review.add_argument("--stats", action="store_true", help="print calls, tokens, cache hits and time")
     review.add_argument("--literature", type=Path, action="append", default=[], help="folder of PDFs to read")
     _llm_options(review)
+
+
+def _report_output(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "-o", "--output", type=Path, metavar="OUT", help="write the report to OUT instead of stdout"
+    )
+    command.add_argument("--force", action="store_true", help="replace OUT if it exists")
 
 
 def _rewrite(commands: Commands) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from margin.workflows.feedback.options import ReviewOptions
 from margin.workflows.feedback.types import Mode, ParagraphReview
@@ -28,6 +29,7 @@ from ..render import relative_file
 from ..sarif import sarif_log
 from ..settings import Settings
 from . import exit_status
+from .destination import check_destination, deliver, html_page, refuse_sources, source_paths
 from .eval import PREDICTIONS, kept_store
 from .output import print_or_keep
 from .progress import TerminalProgress
@@ -36,6 +38,8 @@ from .usage import UsageError
 
 if TYPE_CHECKING:
     from margin.workflows.evaluation.runner import ResultStore
+
+    from ..report import ReportManuscript
 
 
 def review_run_key(llm: LLMClient, options: ReviewOptions) -> str:
@@ -52,6 +56,21 @@ def review_run_key(llm: LLMClient, options: ReviewOptions) -> str:
         "passages": options.passages,
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def reviewer_model(llm: LLMClient) -> str:
+    """The reviewer's model and the host that served it, for the HTML report, which goes to co-authors: no
+    credentials, path or query of the endpoint's URL. Read before the client closes."""
+    configured = llm.config.endpoint_for("reviewer")
+    served = next(
+        (endpoint for endpoint in llm.pool.endpoints() if configured.base_url in (endpoint.base_url, "auto")),
+        None,
+    )
+    if served is None:
+        return "no model was reached"
+    model = configured.model or (served.models or ["the server's first model"])[0]
+    kind = "the embedded model" if served.embedded else urlsplit(served.base_url).hostname or "a server"
+    return f"model {model} ({kind})"
 
 
 def run(arguments: argparse.Namespace) -> int:
@@ -72,6 +91,7 @@ def finding_records(manuscript: Manuscript, reviews: list[ParagraphReview]) -> l
                     "range": paragraph.range_of(finding.start, finding.end).to_json(),
                     "label": finding.label.value,
                     "quote": finding.quote,
+                    "text_offsets": [finding.start, finding.end],
                     "review": finding.review,
                     "reasoning": finding.reasoning,
                     "paragraph_id": paragraph.id,
@@ -184,6 +204,29 @@ class Pile:
             status = "reviewed" if review.completed else "failed"
             self.store.add({"id": self.record_id(paragraph), "status": status, "findings": records})
 
+    def report(self, prepared: list[Reviews], settings: Settings) -> list[ReportManuscript]:
+        """Each manuscript for the HTML report: every paragraph with its scores, and its findings."""
+        from margin.workflows.readability import ReadabilityCache
+
+        from ..render import check
+        from ..report import ReportManuscript
+
+        scores = ReadabilityCache()
+        entries = []
+        for number, ((_, manuscript), reviews) in enumerate(zip(self.manuscripts, prepared, strict=True)):
+            ids = [paragraph.id for paragraph in reviews.reviewable(manuscript.paragraphs)]
+            entries.append(
+                ReportManuscript(
+                    manuscript,
+                    check(manuscript, settings, scores),
+                    findings={pid: self.findings.get((number, pid), []) for pid in ids},
+                    reviewed={
+                        pid: self.completed[(number, pid)] for pid in ids if (number, pid) in self.completed
+                    },
+                )
+            )
+        return entries
+
     def records(self, prepared: list[Reviews]) -> list[dict[str, Any]]:
         """Every finding, by manuscript in the order given, then by paragraph."""
         return [
@@ -213,6 +256,7 @@ async def review_pile(pile: Pile, prepared: list[Reviews], progress: TerminalPro
 
 
 async def review(arguments: argparse.Namespace, settings: Settings) -> int:
+    check_destination(arguments)
     loader = command_line_loader(settings, arguments.files)
     literature = CommandLineLiterature(
         settings, command_line_boundary(settings, arguments.files), [Path(f) for f in arguments.literature]
@@ -223,6 +267,7 @@ async def review(arguments: argparse.Namespace, settings: Settings) -> int:
     if arguments.mode:
         options.mode = Mode(arguments.mode)
     status = exit_status.OK
+    details: list[str] = []  # how the review was made, for the HTML report
     store = None
     if arguments.out is not None:
         try:
@@ -240,6 +285,9 @@ async def review(arguments: argparse.Namespace, settings: Settings) -> int:
                 print(f"margin: {message}", file=sys.stderr)
             if loaded.errors:
                 status = exit_status.UNREADABLE
+            refuse_sources(
+                arguments.output, source_paths([manuscript for _, manuscript in loaded.manuscripts])
+            )
             pile = Pile(list(loaded.manuscripts), store, arguments.format == "jsonl")
 
             async def prepare(path: Path, manuscript: Manuscript) -> Reviews:
@@ -252,6 +300,7 @@ async def review(arguments: argparse.Namespace, settings: Settings) -> int:
             await review_pile(
                 pile, prepared, TerminalProgress(f"{label} ({options.mode})", unit="paragraphs")
             )
+            details += [f"{options.mode} mode", reviewer_model(llm)]
     finally:
         await llm.close()
     records = pile.records(prepared)
@@ -294,12 +343,15 @@ async def review(arguments: argparse.Namespace, settings: Settings) -> int:
         )
     elif arguments.format == "sarif":
         text = json.dumps(sarif_log(records), indent=2, ensure_ascii=False)
+    elif arguments.format == "html":
+        details.append(f"{usage.answered} model call(s) answered, {usage.failures} failed")
+        text = html_page(pile.report(prepared, settings), settings, details).rstrip()
     else:
         text = as_text(records, reviewed, unreviewed, usage.wall_seconds)
-    # review writes no file: its output is stdout, which may be a redirection to a full disk. The review the
-    # models paid for is then kept in a file (margin's cache folder) rather than lost.
+    # stdout may be a redirection to a full disk, and -o a folder that went away: the review the models paid
+    # for is then kept in a file (beside it, or in margin's cache folder) rather than lost.
     suffix = "txt" if arguments.format == "text" else arguments.format
-    if not print_or_keep(text + "\n", f"review.{suffix}", "the review"):
+    if not deliver(text + "\n", arguments, f"review.{suffix}", "the review"):
         status = exit_status.worst(status, exit_status.NOT_WRITTEN)
     if arguments.stats:
         print(f"margin: {usage.summary()}", file=sys.stderr)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from lsprotocol import types
 
 from margin.workflows.feedback.dismissals import DismissalStore, dismissal_key
-from margin.workflows.feedback.types import Finding, ParagraphReview, Source
+from margin.workflows.feedback.types import RETRIEVED_CONTEXT, Finding, ParagraphReview, Source
 from margin.workflows.manuscript.model import Manuscript, Paragraph
 
 from ..diagnostics import SOURCE, lsp_range
@@ -95,8 +95,11 @@ def _evidence_locations(finding: Finding, manuscript: Manuscript) -> list[types.
             paragraph = paragraphs.get(passage.paragraph_id or "")
             if paragraph is None or paragraph.text[passage.plain_start : passage.plain_end] != passage.text:
                 continue
-            answer = f": {evidence.answer}" if evidence.answer else ""
-            message = f"Evidence for “{evidence.question}”{answer}"
+            if evidence.question == RETRIEVED_CONTEXT:
+                message = "A passage the reviewer was given as context"
+            else:
+                answer = f": {evidence.answer}" if evidence.answer else ""
+                message = f"Evidence for “{evidence.question}”{answer}"
             related.append(
                 types.DiagnosticRelatedInformation(
                     location=types.Location(

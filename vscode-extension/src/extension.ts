@@ -109,7 +109,7 @@ export class MarginExtension {
       synchronize: { configurationSection: SECTION },
       initializationOptions: {
         [SECTION]: serverSettings(vscode.workspace.getConfiguration().get(SECTION) ?? {}),
-        // The user-only settings are machine-scoped in package.json, so VS Code never takes a workspace's value
+        // The user-only settings are application-scoped in package.json, so VS Code never takes a workspace's value
         // for them: the server may then trust what workspace/configuration answers.
         enforcesSettingScopes: true,
       },

@@ -35,6 +35,7 @@ from .types import (
     MAX_QUESTION_CHARS,
     MAX_REASONING_CHARS,
     MAX_REVIEW_CHARS,
+    RETRIEVED_CONTEXT,
     Evidence,
     Finding,
     Mode,
@@ -88,7 +89,7 @@ async def review_paragraph(
             review_context = agents.evidence_context(result.evidence)
         elif options.mode is Mode.FAST:
             passages = context.index.search(paragraph.text, options.passages, exclude_paragraph=paragraph.id)
-            result.evidence = [Evidence("(retrieved for the paragraph)", "", Source.PAPER, tuple(passages))]
+            result.evidence = [Evidence(RETRIEVED_CONTEXT, "", Source.PAPER, tuple(passages))]
             review_context = numbered_context(passages)
         else:
             review_context = ""

@@ -93,9 +93,14 @@ class Passage:
     plain_end: int = 0
 
 
+# The "question" of fast mode's evidence: passages retrieved for the paragraph and given to the reviewer.
+RETRIEVED_CONTEXT = "(retrieved for the paragraph)"
+
+
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """One answered question and the passages the answer came from."""
+    """One answered question and the passages the answer came from (in fast mode: the passages the reviewer
+    was given, under RETRIEVED_CONTEXT, with no answer)."""
 
     question: str
     answer: str
