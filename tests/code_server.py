@@ -170,6 +170,13 @@ class CodeServer:
     log: Path
     user_data: Path
 
+    def margin_log(self) -> str:
+        """What margin's output channel shows: the extension's lines and the server's log."""
+        return "\n".join(
+            path.read_text(errors="replace")
+            for path in sorted((self.user_data / "logs").rglob("*-margin.log"))
+        )
+
     def logs(self) -> str:
         """code-server's own output and VS Code's logs (the extension host's and margin's output channel)."""
         parts = [f"== {self.log.name}\n{self.log.read_text(errors='replace')[-6000:]}"]

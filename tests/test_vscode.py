@@ -121,17 +121,16 @@ def vscode(
     }
     shots = artifacts("vscode")
     with code_server.running(launcher, home, settings, extension) as server, headless_chromium() as browser:
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        bench = Workbench(page, shots)
+        bench = Workbench(
+            browser.new_page(viewport={"width": 1600, "height": 1000}), shots, margin_log=server.margin_log
+        )
         try:
             bench.open_folder(server.url, workspace, "main.tex")
             bench.quick_open("main.tex")
             yield bench
         finally:
             (shots / "logs.txt").write_text(server.logs(), encoding="utf-8")
-            (shots / "page-errors.txt").write_text("\n".join(errors), encoding="utf-8")
+            (shots / "page-errors.txt").write_text("\n".join(bench.page_errors), encoding="utf-8")
 
 
 def paragraph_lines(squiggles: list[Squiggle], lines: tuple[int, int]) -> list[Squiggle]:
@@ -261,3 +260,12 @@ def test_generate_lay_article_opens_the_new_file(vscode: Workbench, workspace: P
     first_line = written.splitlines()[0]
     assert vscode.until(lambda: vscode.line_text(1), "the article's first line") == first_line
     assert len(written.split()) > 20
+
+
+def test_the_session_logged_no_error(vscode: Workbench) -> None:
+    """Last, after every step: nothing failed on the way that the user would find in margin's output panel
+    (a late answer from VS Code was once logged there as an ERROR with a traceback) or in the page."""
+    log = vscode.margin_log()
+    assert "margin 0" in log and "ready" in log  # the log is margin's, and the server started
+    assert [line for line in log.splitlines() if "ERROR" in line or "Traceback" in line] == []
+    assert vscode.page_errors == []

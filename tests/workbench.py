@@ -89,6 +89,11 @@ class Workbench:
     page: Page
     screenshots: Path
     taken: list[Path] = field(default_factory=list)
+    margin_log: Callable[[], str] = str  # margin's output channel, as VS Code keeps it
+    page_errors: list[str] = field(default_factory=list)  # uncaught errors in the workbench's page
+
+    def __post_init__(self) -> None:
+        self.page.on("pageerror", lambda error: self.page_errors.append(str(error)))
 
     # -- waiting ---------------------------------------------------------------------------------------------
 
