@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from margin.workflows.feedback.options import ReviewOptions
 from margin.workflows.feedback.types import Mode, ParagraphReview
 from margin.workflows.llm.client import LLMClient
+from margin.workflows.llm.config import AUTO
 from margin.workflows.manuscript.boundary import ALLOW_SETTING, ReadBoundary, project_folder
 from margin.workflows.manuscript.discovery import load_paths
 from margin.workflows.manuscript.model import Manuscript, Paragraph
@@ -63,7 +64,7 @@ def reviewer_model(llm: LLMClient) -> str:
     credentials, path or query of the endpoint's URL. Read before the client closes."""
     configured = llm.config.endpoint_for("reviewer")
     served = next(
-        (endpoint for endpoint in llm.pool.endpoints() if configured.base_url in (endpoint.base_url, "auto")),
+        (endpoint for endpoint in llm.pool.endpoints() if configured.base_url in (endpoint.base_url, AUTO)),
         None,
     )
     if served is None:
