@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -46,6 +46,10 @@ def artifacts(name: str) -> Path:
     return folder
 
 
+def unavailable(missing: Exception) -> NoReturn:
+    pytest.fail(f"{missing} (or set MARGIN_SKIP_BROWSER_TESTS=1 to skip the browser tests)")
+
+
 def needed() -> None:
     """Skip (only when asked to) or fail when the browser tests cannot run here."""
     if os.environ.get("MARGIN_SKIP_BROWSER_TESTS") == "1":
@@ -58,7 +62,7 @@ def headless_chromium() -> Iterator[Browser]:
     try:
         executable = chromium()
     except Missing as missing:
-        pytest.fail(f"{missing} (or set MARGIN_SKIP_BROWSER_TESTS=1 to skip the browser tests)")
+        unavailable(missing)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

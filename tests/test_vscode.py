@@ -25,7 +25,7 @@ from margin.testing.scripted_endpoint import RecordedRequest, Reply, Rule, Scrip
 from margin.workflows.prompts import fenced_after
 
 import code_server
-from browser import artifacts, headless_chromium, needed
+from browser import artifacts, headless_chromium, needed, unavailable
 from conftest import FIXTURES, REPO
 from workbench import Squiggle, Workbench
 
@@ -95,7 +95,7 @@ def vscode(
     try:
         launcher = code_server.ensure_installed()
     except code_server.Missing as missing:
-        pytest.fail(f"{missing} (or set MARGIN_SKIP_BROWSER_TESTS=1 to skip the browser tests)")
+        unavailable(missing)
     extension = packaged_extension()
     home = tmp_path_factory.mktemp("code-server")
     settings = {

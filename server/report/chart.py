@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
+from margin.workflows.feedback.types import shortened
+
 from .grades import tint
 
 ROW_HEIGHT = 26
@@ -23,10 +25,6 @@ class SectionGrades:
     grade: float  # the section's text scored as one (as the document's score is)
     paragraph_grades: tuple[float, ...]  # the graded paragraphs' own grades
     hard: int  # paragraphs above the threshold
-
-
-def _label(name: str) -> str:
-    return name if len(name) <= MAX_LABEL_CHARS else name[: MAX_LABEL_CHARS - 1].rstrip() + "…"
 
 
 def grade_chart(
@@ -67,7 +65,7 @@ def grade_chart(
             f"<title>{escape(section.name)}: grade {section.grade:.1f} over "
             f"{len(section.paragraph_grades)} paragraph(s){hard}</title>"
             f'<text class="section-name" x="{LABEL_WIDTH - 8}" y="{middle + 4:.1f}" text-anchor="end">'
-            f"{escape(_label(section.name))}</text>"
+            f"{escape(shortened(section.name, MAX_LABEL_CHARS))}</text>"
             f'<rect class="bar {tint(section.grade, threshold, flags_hard)}" x="{LABEL_WIDTH}" y="{top + 5}" '
             f'width="{bar_width:.1f}" height="{ROW_HEIGHT - 10}" rx="2"/>'
         )

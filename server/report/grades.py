@@ -9,20 +9,14 @@ OVER = "grade-over"
 UNGRADED = "grade-none"
 
 
-def band_of(grade: float, threshold: float) -> str:
-    if grade > threshold:
-        return OVER
-    name = BANDS[0][0]
-    for band, lowest in BANDS:
-        if grade >= lowest:
-            name = band
-    return name
-
-
 def tint(grade: float, threshold: float, flags_hard: bool) -> str:
-    """The band a grade is shown in: above the threshold only when hard paragraphs are flagged at all
+    """The band a grade is shown in; above the threshold only when hard paragraphs are flagged at all
     (readability.enabled), as `margin check` flags them."""
-    return band_of(grade if flags_hard else min(grade, threshold), threshold)
+    if grade > threshold:
+        if flags_hard:
+            return OVER
+        grade = threshold  # the tint of the highest band under the threshold, as in the legend
+    return next(name for name, lowest in reversed(BANDS) if grade >= lowest or lowest == BANDS[0][1])
 
 
 def legend(threshold: float) -> list[tuple[str, str]]:
